@@ -1,0 +1,32 @@
+# Compile options shared by every eraid target, and the sanitizer switch.
+set(ERAID_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+
+if(ERAID_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(ERAID_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT ERAID_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "ERAID_SANITIZE must be '', 'address' or 'thread'")
+endif()
+
+# eraid_library(NAME SOURCES... DEPS ...): one library per folder, linked downward.
+function(eraid_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE ${ERAID_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# eraid_test(NAME SOURCES... DEPS ... [LABELS ...]): a GoogleTest binary registered in CTest.
+function(eraid_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${ERAID_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
+endfunction()
