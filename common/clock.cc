@@ -1,0 +1,18 @@
+#include "common/clock.h"
+
+#include <chrono>
+
+namespace eraid {
+
+uint64_t SystemClock::NowNanos() const {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+SystemClock& SystemClock::Default() {
+  static SystemClock clock;
+  return clock;
+}
+
+}  // namespace eraid
