@@ -1,0 +1,58 @@
+#include "compress/backend.h"
+
+#include <atomic>
+#include <memory>
+
+namespace eraid {
+
+Status Backend::FlashAlloc(Lba, uint64_t) {
+  return Status::NotSupported("FlashAlloc is not supported by " + name());
+}
+
+Status Backend::CheckExtent(Lba lba, uint64_t size_bytes) const {
+  if (size_bytes == 0 || !IsBlockAligned(size_bytes)) {
+    return Status::InvalidArgument("length " + std::to_string(size_bytes) +
+                                   " is not a positive multiple of 4096");
+  }
+  return CheckRange(lba, BytesToBlocks(size_bytes));
+}
+
+Status Backend::CheckRange(Lba lba, uint64_t count_blocks) const {
+  if (count_blocks == 0) return Status::InvalidArgument("empty extent");
+  if (lba.value >= capacity_blocks() || count_blocks > capacity_blocks() - lba.value) {
+    return Status::InvalidArgument("extent [" + std::to_string(lba.value) + ", +" +
+                                   std::to_string(count_blocks) + ") beyond capacity " +
+                                   std::to_string(capacity_blocks()) + " blocks");
+  }
+  return Status::Ok();
+}
+
+namespace {
+// Runs one asynchronous operation to completion on this thread.
+template <typename SubmitFn>
+Status RunSync(Backend& b, SubmitFn submit) {
+  auto state = std::make_shared<std::pair<std::atomic<bool>, Status>>();
+  state->first = false;
+  submit([state](Status s) {
+    state->second = std::move(s);
+    state->first.store(true, std::memory_order_release);
+  });
+  while (!state->first.load(std::memory_order_acquire)) b.Poll(true);
+  return state->second;
+}
+}  // namespace
+
+Status Backend::Read(Lba lba, std::span<std::byte> buf) {
+  return RunSync(*this, [&](IoCallback cb) { SubmitRead(lba, buf, std::move(cb)); });
+}
+Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
+  return RunSync(*this, [&](IoCallback cb) { SubmitWrite(lba, buf, std::move(cb)); });
+}
+Status Backend::Trim(Lba lba, uint64_t count_blocks) {
+  return RunSync(*this, [&](IoCallback cb) { SubmitTrim(lba, count_blocks, std::move(cb)); });
+}
+Status Backend::Flush() {
+  return RunSync(*this, [&](IoCallback cb) { SubmitFlush(std::move(cb)); });
+}
+
+}  // namespace eraid

@@ -1,0 +1,72 @@
+// Backend: the one narrow interface every device in eraid is reached through — a file or
+// block device (FileBackend, io_uring), memory (MemBackend), a fault-injecting wrapper
+// (FaultyBackend), and the emulated compressing drive (CompressedDrive), which is itself
+// a Backend over another Backend as its flash.
+//
+// The address unit is the 4 KiB block. Operations are asynchronous:
+//   - Submit*() queues an operation and returns at once; it never runs a callback.
+//   - Poll() starts queued operations and delivers finished ones, running each callback
+//     exactly once, on the polling thread. Poll(true) blocks until at least one operation
+//     finishes (it returns at once when nothing is in flight).
+//   - At most queue_depth() operations are in flight; a Submit*() beyond that first polls
+//     (delivering completions on the submitting thread) until a slot frees.
+// A completion's Status tells the outcome; buffers must stay valid until the callback.
+// Out-of-range or misaligned requests complete with InvalidArgument.
+//
+// Durability: a completed write is visible to later reads; it survives a crash only once
+// a Flush() submitted after it has completed.
+//
+// Thread-safety: every implementation here may be called from several threads at once;
+// callbacks run on whichever thread polls.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace eraid {
+
+using IoCallback = std::function<void(Status)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual uint64_t capacity_blocks() const = 0;
+  virtual uint32_t queue_depth() const = 0;
+  // A short human-readable description ("file:/path", "mem", ...).
+  virtual std::string name() const = 0;
+
+  // REQUIRES: buf.size() is a non-zero multiple of kBlockSize.
+  virtual void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) = 0;
+  virtual void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) = 0;
+  // After a trim, the blocks read as zeros.
+  virtual void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) = 0;
+  virtual void SubmitFlush(IoCallback done) = 0;
+
+  virtual size_t Poll(bool wait) = 0;
+  virtual size_t in_flight() const = 0;
+
+  // FlashAlloc (see docs/compressed-drive.md): writes to [lba, lba+count) go to erase
+  // units dedicated to that range until the whole range is trimmed. Devices without the
+  // feature return NotSupported, and callers carry on without it.
+  virtual Status FlashAlloc(Lba lba, uint64_t count_blocks);
+
+  // Synchronous conveniences: submit, then poll until this operation has completed.
+  Status Read(Lba lba, std::span<std::byte> buf);
+  Status Write(Lba lba, std::span<const std::byte> buf);
+  Status Trim(Lba lba, uint64_t count_blocks);
+  Status Flush();
+
+ protected:
+  // Shared argument check for implementations: InvalidArgument unless the extent is
+  // block aligned, non-empty and inside capacity.
+  Status CheckExtent(Lba lba, uint64_t size_bytes) const;
+  Status CheckRange(Lba lba, uint64_t count_blocks) const;
+};
+
+}  // namespace eraid

@@ -1,0 +1,253 @@
+#include "compress/faulty_backend.h"
+
+#include <cstring>
+#include <random>
+
+namespace eraid {
+
+FaultyBackend::FaultyBackend(Backend& inner, const Clock& clock)
+    : inner_(inner), completions_(clock) {}
+
+void FaultyBackend::Complete(IoCallback done, Status s) {
+  uint64_t ready = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (latency_ns_ > 0) ready = completions_.clock().NowNanos() + latency_ns_;
+  }
+  completions_.Push(std::move(done), std::move(s), ready);
+}
+
+Status FaultyBackend::CheckFaultLocked(bool is_read, bool is_write, Lba lba, uint64_t count) {
+  if (crash_countdown_ > 0 && --crash_countdown_ == 0) CrashLocked(crash_seed_);
+  if (crashed_) return Status::Aborted(name() + ": device is powered off (crashed)");
+  if (failed_) {
+    ++stats_.injected_errors;
+    return Status::IoError(name() + ": device failed");
+  }
+  if (fail_countdown_ > 0 && --fail_countdown_ == 0) {
+    ++stats_.injected_errors;
+    return Status::IoError(name() + ": injected error on this operation");
+  }
+  for (const auto& f : range_faults_) {
+    bool kind = (is_read && (f.ops & kReads)) || (is_write && (f.ops & kWrites));
+    if (kind && lba.value < f.lba + f.count && f.lba < lba.value + count) {
+      ++stats_.injected_errors;
+      return Status::IoError(name() + ": injected error in lba range");
+    }
+  }
+  return Status::Ok();
+}
+
+void FaultyBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  Status s = CheckExtent(lba, buf.size());
+  if (s.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.reads;
+    s = CheckFaultLocked(true, false, lba, BytesToBlocks(buf.size()));
+    if (s.ok()) s = inner_.Read(lba, buf);
+    if (s.ok()) {
+      for (uint64_t i = 0; i < BytesToBlocks(buf.size()); ++i) {
+        auto it = cache_.find(lba.value + i);
+        if (it == cache_.end()) continue;
+        std::byte* dst = buf.data() + BlocksToBytes(i);
+        if (it->second) std::memcpy(dst, it->second->data(), kBlockSize);
+        else std::memset(dst, 0, kBlockSize);
+      }
+    }
+  }
+  Complete(std::move(done), std::move(s));
+}
+
+void FaultyBackend::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  Status s = CheckExtent(lba, buf.size());
+  if (s.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.writes;
+    uint64_t count = BytesToBlocks(buf.size());
+    uint64_t persist_blocks = 0;
+    s = CheckFaultLocked(false, true, lba, count);
+    if (s.ok()) {
+      persist_blocks = count;
+      if (tear_armed_ && count > 1) {
+        tear_armed_ = false;
+        ++stats_.torn_writes;
+        persist_blocks = std::min<uint64_t>(count, tear_keep_blocks_);
+        s = Status::IoError(name() + ": torn write");
+      }
+    }
+    for (uint64_t i = 0; i < persist_blocks; ++i) {
+      const std::byte* src = buf.data() + BlocksToBytes(i);
+      cache_[lba.value + i] = std::vector<std::byte>(src, src + kBlockSize);
+    }
+  }
+  Complete(std::move(done), std::move(s));
+}
+
+void FaultyBackend::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
+  Status s = CheckRange(lba, count_blocks);
+  if (s.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.trims;
+    s = CheckFaultLocked(false, true, lba, count_blocks);
+    if (s.ok()) {
+      for (uint64_t i = 0; i < count_blocks; ++i) cache_[lba.value + i] = std::nullopt;
+    }
+  }
+  Complete(std::move(done), std::move(s));
+}
+
+Status FaultyBackend::DestageLocked(const std::map<uint64_t, CachedBlock>& blocks) {
+  // Coalesce runs of consecutive cached writes (and trims) into single operations.
+  auto it = blocks.begin();
+  while (it != blocks.end()) {
+    auto run_end = std::next(it);
+    uint64_t n = 1;
+    while (run_end != blocks.end() && run_end->first == it->first + n &&
+           run_end->second.has_value() == it->second.has_value()) {
+      ++run_end;
+      ++n;
+    }
+    if (it->second) {
+      std::vector<std::byte> data(BlocksToBytes(n));
+      uint64_t i = 0;
+      for (auto j = it; j != run_end; ++j, ++i) {
+        std::memcpy(data.data() + BlocksToBytes(i), j->second->data(), kBlockSize);
+      }
+      ERAID_RETURN_IF_ERROR(inner_.Write(Lba(it->first), data));
+    } else {
+      ERAID_RETURN_IF_ERROR(inner_.Trim(Lba(it->first), n));
+    }
+    it = run_end;
+  }
+  return Status::Ok();
+}
+
+void FaultyBackend::SubmitFlush(IoCallback done) {
+  Status s;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.flushes;
+    s = CheckFaultLocked(false, false, Lba(0), 0);
+    if (s.ok()) s = DestageLocked(cache_);
+    if (s.ok()) s = inner_.Flush();
+    if (s.ok()) cache_.clear();
+  }
+  Complete(std::move(done), std::move(s));
+}
+
+Status FaultyBackend::FlashAlloc(Lba lba, uint64_t count_blocks) {
+  {
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(CheckFaultLocked(false, false, lba, 0));
+  }
+  return inner_.FlashAlloc(lba, count_blocks);
+}
+
+void FaultyBackend::FailStop() {
+  std::lock_guard lock(mu_);
+  failed_ = true;
+}
+
+void FaultyBackend::FailNthOp(uint64_t n) {
+  std::lock_guard lock(mu_);
+  fail_countdown_ = n;
+}
+
+void FaultyBackend::FailRange(Lba lba, uint64_t count_blocks, OpMask ops) {
+  std::lock_guard lock(mu_);
+  range_faults_.push_back({lba.value, count_blocks, ops});
+}
+
+void FaultyBackend::ClearFaults() {
+  std::lock_guard lock(mu_);
+  failed_ = false;
+  fail_countdown_ = 0;
+  crash_countdown_ = 0;
+  range_faults_.clear();
+  tear_armed_ = false;
+  latency_ns_ = 0;
+}
+
+Status FaultyBackend::FlipBit(Lba lba, uint32_t bit_index) {
+  if (bit_index >= kBlockSize * 8) return Status::InvalidArgument("bit index beyond the block");
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, 1));
+  std::lock_guard lock(mu_);
+  auto flip = [&](std::byte* block) {
+    block[bit_index / 8] ^= static_cast<std::byte>(1u << (bit_index % 8));
+  };
+  auto it = cache_.find(lba.value);
+  if (it != cache_.end()) {
+    if (!it->second) it->second = std::vector<std::byte>(kBlockSize);
+    flip(it->second->data());
+  } else {
+    std::vector<std::byte> block(kBlockSize);
+    ERAID_RETURN_IF_ERROR(inner_.Read(lba, block));
+    flip(block.data());
+    ERAID_RETURN_IF_ERROR(inner_.Write(lba, block));
+  }
+  ++stats_.bit_flips;
+  return Status::Ok();
+}
+
+void FaultyBackend::TearNextWrite(uint32_t keep_blocks) {
+  std::lock_guard lock(mu_);
+  tear_armed_ = true;
+  tear_keep_blocks_ = keep_blocks;
+}
+
+void FaultyBackend::SetLatency(uint64_t latency_ns) {
+  std::lock_guard lock(mu_);
+  latency_ns_ = latency_ns;
+}
+
+void FaultyBackend::Crash(std::optional<uint64_t> seed) {
+  std::lock_guard lock(mu_);
+  CrashLocked(seed);
+}
+
+void FaultyBackend::CrashAfterOps(uint64_t n, std::optional<uint64_t> seed) {
+  std::lock_guard lock(mu_);
+  crash_countdown_ = n;
+  crash_seed_ = seed;
+}
+
+void FaultyBackend::CrashLocked(std::optional<uint64_t> seed) {
+  ++stats_.crashes;
+  crash_countdown_ = 0;
+  if (seed) {
+    std::mt19937_64 rng(*seed);
+    std::map<uint64_t, CachedBlock> survivors;
+    for (auto& [lba, block] : cache_) {
+      if (rng() & 1) survivors.emplace(lba, std::move(block));
+      else ++stats_.dropped_blocks;
+    }
+    (void)DestageLocked(survivors);  // best effort: the media keeps what reached it
+    (void)inner_.Flush();
+  } else {
+    stats_.dropped_blocks += cache_.size();
+  }
+  cache_.clear();
+  crashed_ = true;
+}
+
+void FaultyBackend::Restart() {
+  std::lock_guard lock(mu_);
+  crashed_ = false;
+}
+
+bool FaultyBackend::crashed() const {
+  std::lock_guard lock(mu_);
+  return crashed_;
+}
+
+uint64_t FaultyBackend::cached_blocks() const {
+  std::lock_guard lock(mu_);
+  return cache_.size();
+}
+
+FaultStats FaultyBackend::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace eraid

@@ -1,0 +1,116 @@
+// FaultyBackend: wraps any Backend and injects the failures a storage stack must
+// survive. Every test of a layer above can run on it.
+//
+// Model. The wrapper behaves like a drive with a volatile write cache: writes and trims
+// land in the cache and reach the wrapped backend only when a flush completes. Crash()
+// is a power cut: the cache is dropped (or, with a seed, a random subset of its blocks
+// reaches the media first, which also tears multi-block writes), and the wrapper then
+// refuses I/O until Restart(). What was flushed is always on the wrapped backend, so a
+// layer reopened on it after a crash sees exactly what a real drive would guarantee.
+//
+// Faults (all may be combined; each one injected is counted in stats()):
+//   - FailStop(): the device is gone; every later operation fails with IoError.
+//   - FailNthOp(n): the n-th operation from now (1 = the next) fails with IoError.
+//   - FailRange(lba, count, ops): reads and/or writes touching the range fail with IoError.
+//   - FlipBit(lba, bit): flips one bit of the stored block (cache or media), silently.
+//   - TearNextWrite(keep): the next multi-block write stores only its first `keep` blocks
+//     and fails with IoError.
+//   - SetLatency(ns): each operation completes no sooner than ns after submission.
+//   - CrashAfterOps(n): a power cut as the n-th operation from now starts.
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "compress/backend.h"
+#include "compress/completion_queue.h"
+
+namespace eraid {
+
+struct FaultStats {
+  uint64_t reads = 0, writes = 0, trims = 0, flushes = 0;
+  uint64_t injected_errors = 0;  // operations failed on purpose
+  uint64_t bit_flips = 0;
+  uint64_t torn_writes = 0;
+  uint64_t crashes = 0;
+  uint64_t dropped_blocks = 0;  // cached blocks lost to crashes
+};
+
+class FaultyBackend final : public Backend {
+ public:
+  enum OpMask : uint8_t { kReads = 1, kWrites = 2, kReadsAndWrites = 3 };
+
+  // Does not own `inner`, which must outlive the wrapper.
+  explicit FaultyBackend(Backend& inner, const Clock& clock = SystemClock::Default());
+
+  uint64_t capacity_blocks() const override { return inner_.capacity_blocks(); }
+  uint32_t queue_depth() const override { return inner_.queue_depth(); }
+  std::string name() const override { return "faulty(" + inner_.name() + ")"; }
+
+  void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override;
+  void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
+  void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
+  void SubmitFlush(IoCallback done) override;
+  size_t Poll(bool wait) override { return completions_.Poll(wait); }
+  size_t in_flight() const override { return completions_.size(); }
+  Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
+
+  void FailStop();
+  void FailNthOp(uint64_t n);
+  void FailRange(Lba lba, uint64_t count_blocks, OpMask ops);
+  void ClearFaults();  // undoes FailStop/FailNthOp/FailRange/TearNextWrite/latency
+  Status FlipBit(Lba lba, uint32_t bit_index);
+  void TearNextWrite(uint32_t keep_blocks);
+  void SetLatency(uint64_t latency_ns);
+
+  // Power cut. With no seed every cached block is lost; with a seed each cached block
+  // independently survives with probability 1/2 (printed seeds make this replayable).
+  void Crash(std::optional<uint64_t> seed = std::nullopt);
+  // Arms a crash that happens as the n-th operation from now (1 = the next) starts: that
+  // operation and every later one fail with Aborted until Restart().
+  void CrashAfterOps(uint64_t n, std::optional<uint64_t> seed = std::nullopt);
+  // Power back on: the device serves again, with only what reached the media.
+  void Restart();
+  bool crashed() const;
+
+  uint64_t cached_blocks() const;
+  FaultStats stats() const;
+
+ private:
+  // A cached block: data, or nullopt for a trimmed block.
+  using CachedBlock = std::optional<std::vector<std::byte>>;
+
+  // Returns an injected error for this operation, if any. REQUIRES: mu_ held.
+  Status CheckFaultLocked(bool is_read, bool is_write, Lba lba, uint64_t count_blocks);
+  void Complete(IoCallback done, Status s);
+  // Writes cached blocks to the wrapped backend. REQUIRES: mu_ held.
+  Status DestageLocked(const std::map<uint64_t, CachedBlock>& blocks);
+  void CrashLocked(std::optional<uint64_t> seed);
+
+  Backend& inner_;
+  CompletionQueue completions_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, CachedBlock> cache_;
+  bool failed_ = false;
+  bool crashed_ = false;
+  uint64_t fail_countdown_ = 0;  // 0: off
+  uint64_t crash_countdown_ = 0;  // 0: off
+  std::optional<uint64_t> crash_seed_;
+  struct RangeFault {
+    uint64_t lba, count;
+    OpMask ops;
+  };
+  std::vector<RangeFault> range_faults_;
+  uint32_t tear_keep_blocks_ = 0;
+  bool tear_armed_ = false;
+  uint64_t latency_ns_ = 0;
+  FaultStats stats_;
+};
+
+}  // namespace eraid
