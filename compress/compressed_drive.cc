@@ -1,0 +1,735 @@
+#include "compress/compressed_drive.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/crc32c.h"
+#include "common/encoding.h"
+#include "compress/drive_format.h"
+
+namespace eraid {
+
+using namespace drive_format;  // NOLINT: this file implements that format
+
+namespace {
+constexpr uint32_t kUserStream = 0;
+constexpr uint32_t kGcStream = 1;
+constexpr uint32_t kTrimStream = 2;
+constexpr uint32_t kFirstRangeStream = 3;
+}  // namespace
+
+struct CompressedDrive::Geometry {
+  uint32_t eu_blocks;
+  uint32_t num_eus;
+  uint64_t logical_blocks;
+  uint64_t data_start_block;
+  uint32_t ckpt_slot_blocks;
+};
+
+struct CompressedDrive::Eu {
+  enum class State : uint8_t { kFree, kOpen, kSealed };
+  State state = State::kFree;
+  uint32_t stream = 0;
+  uint64_t gen = 0;           // seq of the EU-header record
+  uint32_t write_ptr = 0;     // bytes of records written
+  uint64_t live_bytes = 0;    // invariant 4
+  uint64_t max_trim_seq = 0;  // newest trim record held; 0 if none
+  uint64_t max_superseded_by = 0;  // newest record that made one of its records garbage
+};
+
+struct CompressedDrive::Stream {
+  int64_t eu = -1;             // open EU, or -1
+  std::vector<std::byte> buf;  // the open EU's bytes (zero beyond write_ptr)
+  uint64_t synced_bytes = 0;   // prefix of buf known to be on flash
+  uint64_t first_unsynced_seq = 0;  // oldest record not yet fully on flash; 0: none
+  bool active = false;         // a FlashAlloc range owns this stream
+  uint64_t last_use = 0;
+};
+
+namespace {
+Status ValidateOptions(const DriveOptions& o) {
+  if (!(o.expansion >= 1.0 && o.expansion <= 16.0)) {
+    return Status::InvalidArgument("expansion factor must be in [1, 16]");
+  }
+  if (o.erase_unit_blocks < 4 || o.erase_unit_blocks > 16384) {
+    return Status::InvalidArgument("erase unit must be 4..16384 blocks");
+  }
+  if (o.gc_free_eus < 2) return Status::InvalidArgument("gc_free_eus must be at least 2");
+  if (o.max_flashalloc_ranges > 1024) {
+    return Status::InvalidArgument("at most 1024 FlashAlloc ranges may be open");
+  }
+  if (o.checkpoint_every == 0) return Status::InvalidArgument("checkpoint_every must be positive");
+  return Status::Ok();
+}
+}  // namespace
+
+CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, const Geometry& g)
+    : flash_(flash),
+      options_(options),
+      eu_blocks_(g.eu_blocks),
+      eu_bytes_(BlocksToBytes(g.eu_blocks)),
+      logical_blocks_(g.logical_blocks),
+      num_eus_(g.num_eus),
+      data_start_block_(g.data_start_block),
+      ckpt_slot_blocks_(g.ckpt_slot_blocks),
+      // Live data is capped so that, with every stream holding a partly filled EU and the
+      // GC reserve free, some sealed EU always has at least a record's worth of garbage
+      // (docs/compressed-drive.md, "Capacity").
+      usable_bytes_([&] {
+        int64_t eus = int64_t{g.num_eus} - (kFirstRangeStream + options.max_flashalloc_ranges) -
+                      options.gc_free_eus - 1;
+        return eus > 0 ? uint64_t(eus) * (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes - kMaxRecordBytes)
+                       : 0;
+      }()),
+      map_(g.logical_blocks, kUnmapped),
+      eus_(g.num_eus),
+      streams_(kFirstRangeStream + options.max_flashalloc_ranges) {
+  free_eus_.reserve(num_eus_);
+  for (uint32_t i = num_eus_; i-- > 0;) free_eus_.push_back(i);
+  stats_.logical_blocks = logical_blocks_;
+  stats_.flash_bytes = uint64_t{num_eus_} * eu_bytes_;
+  stats_.usable_bytes = usable_bytes_;
+}
+
+CompressedDrive::~CompressedDrive() = default;
+
+Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
+                                                                 const DriveOptions& options) {
+  ERAID_RETURN_IF_ERROR(ValidateOptions(options));
+  const uint64_t flash_blocks = flash.capacity_blocks();
+  Geometry g{options.erase_unit_blocks, 0, 0, 0, 0};
+  uint64_t eus = flash_blocks / options.erase_unit_blocks;
+  for (; eus > 0; --eus) {
+    g.logical_blocks = static_cast<uint64_t>(double(eus * g.eu_blocks) * options.expansion);
+    uint64_t slot = CheckpointSlotBlocks(g.logical_blocks, eus);
+    if (1 + 2 * slot + eus * g.eu_blocks <= flash_blocks) {
+      g.num_eus = static_cast<uint32_t>(eus);
+      g.ckpt_slot_blocks = static_cast<uint32_t>(slot);
+      g.data_start_block = 1 + 2 * slot;
+      break;
+    }
+  }
+  auto drive = std::unique_ptr<CompressedDrive>(new CompressedDrive(flash, options, g));
+  if (drive->usable_bytes_ == 0) {
+    return Status::InvalidArgument("flash of " + std::to_string(flash_blocks) +
+                                   " blocks is too small for this erase unit size and reserve");
+  }
+  // Erase everything so no record of an earlier format can be mistaken for ours, and
+  // invalidate both checkpoint slots before writing the first one.
+  ERAID_RETURN_IF_ERROR(flash.Trim(Lba(1), flash_blocks - 1).WithContext("format: erase"));
+  std::vector<std::byte> block(kBlockSize);
+  Superblock sb{g.eu_blocks, flash_blocks, g.logical_blocks, g.data_start_block,
+                g.num_eus, g.ckpt_slot_blocks, static_cast<uint32_t>(options.expansion * 1000)};
+  EncodeSuperblock(sb, block);
+  ERAID_RETURN_IF_ERROR(flash.Write(Lba(0), block).WithContext("format: superblock"));
+  std::lock_guard lock(drive->mu_);
+  ERAID_RETURN_IF_ERROR(drive->CheckpointLocked());
+  return drive;
+}
+
+Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Open(Backend& flash,
+                                                               const DriveOptions& options) {
+  ERAID_RETURN_IF_ERROR(ValidateOptions(options));
+  std::vector<std::byte> block(kBlockSize);
+  ERAID_RETURN_IF_ERROR(flash.Read(Lba(0), block).WithContext("open: superblock"));
+  ERAID_ASSIGN_OR_RETURN(Superblock sb, DecodeSuperblock(block));
+  if (sb.flash_blocks > flash.capacity_blocks()) {
+    return Status::InvalidArgument("drive was formatted on " + std::to_string(sb.flash_blocks) +
+                                   " blocks but the flash now has " +
+                                   std::to_string(flash.capacity_blocks()));
+  }
+  DriveOptions o = options;
+  o.erase_unit_blocks = sb.eu_blocks;
+  o.expansion = sb.expansion_milli / 1000.0;
+  Geometry g{sb.eu_blocks, sb.num_eus, sb.logical_blocks, sb.data_start_block, sb.ckpt_slot_blocks};
+  auto drive = std::unique_ptr<CompressedDrive>(new CompressedDrive(flash, o, g));
+  if (drive->usable_bytes_ == 0) return Status::InvalidArgument("flash too small for this reserve");
+  std::lock_guard lock(drive->mu_);
+  ERAID_RETURN_IF_ERROR(drive->RecoverLocked().WithContext("open: recovery"));
+  return drive;
+}
+
+// ---------------------------------------------------------------- host operations
+
+void CompressedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  completions_.Push(std::move(done), DoRead(lba, buf));
+}
+void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  completions_.Push(std::move(done), DoWrite(lba, buf));
+}
+void CompressedDrive::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
+  completions_.Push(std::move(done), DoTrim(lba, count_blocks));
+}
+void CompressedDrive::SubmitFlush(IoCallback done) {
+  Status s;
+  {
+    std::lock_guard lock(mu_);
+    s = FlushLocked();
+  }
+  completions_.Push(std::move(done), std::move(s));
+}
+
+Status CompressedDrive::DoRead(Lba lba, std::span<std::byte> buf) {
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  const uint64_t n = BytesToBlocks(buf.size());
+  std::vector<std::vector<std::byte>> records(n);
+  {
+    std::lock_guard lock(mu_);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t loc = map_[lba.value + i];
+      if (loc == kLostBlock) {
+        ++stats_.corrupt_reads;
+        return Status::Corruption("lba " + std::to_string(lba.value + i) + " was lost to a bad CRC");
+      }
+      if (loc != kUnmapped) ERAID_RETURN_IF_ERROR(ReadRecordLocked(loc, &records[i]));
+    }
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    std::byte* out = buf.data() + BlocksToBytes(i);
+    if (records[i].empty()) {
+      std::memset(out, 0, kBlockSize);
+      continue;
+    }
+    auto h = DecodeRecord(records[i], /*check_crc=*/true);
+    Status s = h.ok() ? Status::Ok() : h.status();
+    if (s.ok() && (h->type != RecordType::kData || h->lba != lba.value + i)) {
+      s = Status::Corruption("record belongs to another lba");
+    }
+    if (s.ok()) {
+      s = DecompressBlock(h->codec,
+                          std::span(records[i]).subspan(kRecordHeaderBytes, h->payload_bytes), out);
+    }
+    if (!s.ok()) {
+      std::lock_guard lock(mu_);
+      ++stats_.corrupt_reads;
+      return s.WithContext("read lba " + std::to_string(lba.value + i));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf) {
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  const uint64_t n = BytesToBlocks(buf.size());
+  // Compress outside the lock: it is the expensive part, and independent per block.
+  std::vector<std::byte> payloads(BlocksToBytes(n));
+  std::vector<Compressed> sizes(n);
+  uint64_t new_bytes = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    sizes[i] = CompressBlock(options_.codec, buf.data() + BlocksToBytes(i),
+                             payloads.data() + BlocksToBytes(i));
+    new_bytes += kRecordHeaderBytes + sizes[i].size_bytes;
+  }
+
+  std::lock_guard lock(mu_);
+  uint64_t old_bytes = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t loc = map_[lba.value + i];
+    if (loc != kUnmapped && loc != kLostBlock) old_bytes += LocLength(loc);
+  }
+  if (stats_.live_bytes - old_bytes + new_bytes > usable_bytes_) {
+    ++stats_.nospace_errors;
+    return Status::NoSpace("drive full: " + std::to_string(stats_.live_bytes) + " of " +
+                           std::to_string(usable_bytes_) + " physical bytes live");
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t block = lba.value + i;
+    RecordHeader h{RecordType::kData, sizes[i].codec, static_cast<uint16_t>(sizes[i].size_bytes),
+                   block, 0, 1};
+    uint64_t loc = 0;
+    ERAID_RETURN_IF_ERROR(
+        AppendLocked(StreamForLocked(block), &h, payloads.data() + BlocksToBytes(i), &loc));
+    UnmapLocked(block, h.seq);  // after the append: GC inside it may have moved the old record
+    map_[block] = loc;
+    eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += LocLength(loc);
+    stats_.live_bytes += LocLength(loc);
+    ++stats_.mapped_blocks;
+  }
+  stats_.host_write_bytes += BlocksToBytes(n);
+  stats_.host_stored_bytes += new_bytes;
+  uint64_t ckpt_bytes = BlocksToBytes(2ull * ckpt_slot_blocks_);  // counts both, as a margin
+  if (bytes_since_ckpt_ >= ckpt_bytes / 2 * options_.checkpoint_every) {
+    ERAID_RETURN_IF_ERROR(CheckpointLocked());
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::DoTrim(Lba lba, uint64_t count_blocks) {
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
+  std::lock_guard lock(mu_);
+  bool any_mapped = false;
+  for (uint64_t i = 0; i < count_blocks && !any_mapped; ++i) any_mapped = map_[lba.value + i] != kUnmapped;
+  if (any_mapped) {
+    // The trim must survive a crash like a write: log it as a record, then unmap.
+    for (uint64_t done = 0; done < count_blocks;) {
+      auto chunk = static_cast<uint32_t>(std::min<uint64_t>(count_blocks - done, UINT32_MAX));
+      RecordHeader h{RecordType::kTrim, Codec::kRaw, 0, lba.value + done, 0, chunk};
+      uint64_t loc = 0;
+      ERAID_RETURN_IF_ERROR(AppendLocked(kTrimStream, &h, nullptr, &loc));
+      eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].max_trim_seq = h.seq;
+      for (uint64_t i = done; i < done + chunk; ++i) UnmapLocked(lba.value + i, h.seq);
+      done += chunk;
+    }
+  }
+  // A FlashAlloc range ends when the whole of it has been trimmed.
+  const uint64_t end = lba.value + count_blocks;
+  auto it = ranges_.upper_bound(lba.value);
+  if (it != ranges_.begin()) --it;
+  while (it != ranges_.end() && it->first < end) {
+    auto next = std::next(it);
+    if (it->first >= lba.value && it->second.first <= end) CloseRangeLocked(it);
+    it = next;
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
+  if (!options_.flashalloc || options_.max_flashalloc_ranges == 0) {
+    return Status::NotSupported("FlashAlloc is disabled on " + name());
+  }
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
+  std::lock_guard lock(mu_);
+  const uint64_t end = lba.value + count_blocks;
+  // A new range replaces any it overlaps.
+  auto it = ranges_.upper_bound(lba.value);
+  if (it != ranges_.begin()) --it;
+  while (it != ranges_.end() && it->first < end) {
+    auto next = std::next(it);
+    if (it->second.first > lba.value) CloseRangeLocked(it);
+    it = next;
+  }
+  if (ranges_.size() >= options_.max_flashalloc_ranges) {
+    auto oldest = ranges_.begin();
+    for (auto r = ranges_.begin(); r != ranges_.end(); ++r) {
+      if (streams_[r->second.second].last_use < streams_[oldest->second.second].last_use) oldest = r;
+    }
+    CloseRangeLocked(oldest);
+    ++stats_.flashalloc_evictions;
+  }
+  uint32_t stream = kFirstRangeStream;
+  while (streams_[stream].active) ++stream;
+  streams_[stream].active = true;
+  streams_[stream].last_use = ++use_clock_;
+  ranges_[lba.value] = {end, stream};
+  return Status::Ok();
+}
+
+Status CompressedDrive::Close() {
+  std::lock_guard lock(mu_);
+  return CheckpointLocked();
+}
+
+DriveStats CompressedDrive::stats() const {
+  std::lock_guard lock(mu_);
+  DriveStats s = stats_;
+  s.free_eus = free_eus_.size();
+  s.used_eu_bytes = (num_eus_ - free_eus_.size()) * eu_bytes_;
+  s.flashalloc_ranges = ranges_.size();
+  return s;
+}
+
+RangeUsage CompressedDrive::Usage(Lba lba, uint64_t count_blocks) const {
+  RangeUsage u;
+  if (lba.value >= logical_blocks_) return u;
+  uint64_t end = std::min(logical_blocks_, lba.value + count_blocks);
+  std::lock_guard lock(mu_);
+  for (uint64_t b = lba.value; b < end; ++b) {
+    uint64_t loc = map_[b];
+    if (loc == kUnmapped || loc == kLostBlock) continue;
+    ++u.mapped_blocks;
+    u.stored_bytes += LocLength(loc);
+  }
+  return u;
+}
+
+// ---------------------------------------------------------------- internals
+
+void CompressedDrive::UnmapLocked(uint64_t lba, uint64_t by_seq) {
+  uint64_t loc = map_[lba];
+  map_[lba] = kUnmapped;
+  if (loc == kUnmapped || loc == kLostBlock) return;
+  Eu& eu = eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_];
+  eu.live_bytes -= LocLength(loc);
+  eu.max_superseded_by = std::max(eu.max_superseded_by, by_seq);
+  stats_.live_bytes -= LocLength(loc);
+  --stats_.mapped_blocks;
+}
+
+uint32_t CompressedDrive::StreamForLocked(uint64_t lba) {
+  if (ranges_.empty()) return kUserStream;
+  auto it = ranges_.upper_bound(lba);
+  if (it == ranges_.begin()) return kUserStream;
+  --it;
+  if (lba >= it->second.first) return kUserStream;
+  streams_[it->second.second].last_use = ++use_clock_;
+  return it->second.second;
+}
+
+void CompressedDrive::CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it) {
+  uint32_t stream = it->second.second;
+  // Sealing writes the EU's last partial page; if that fails the data stays in the
+  // stream's buffer only until the next flush reports the error, so record it there.
+  if (streams_[stream].eu >= 0) (void)SealLocked(stream);
+  streams_[stream].active = false;
+  ranges_.erase(it);
+}
+
+Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
+  const Eu& eu = eus_[static_cast<size_t>(s.eu)];
+  uint64_t first_page = s.synced_bytes / kBlockSize;
+  uint64_t end_page = include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize
+                                      : eu.write_ptr / kBlockSize;
+  if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
+  uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
+  std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
+                                   BlocksToBytes(end_page - first_page));
+  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(eu_first_block + first_page), pages));
+  stats_.flash_write_bytes += pages.size();
+  s.synced_bytes = include_partial ? eu.write_ptr : BlocksToBytes(end_page);
+  if (s.synced_bytes == eu.write_ptr) s.first_unsynced_seq = 0;
+  return Status::Ok();
+}
+
+Status CompressedDrive::OpenEuLocked(uint32_t stream) {
+  if (stream != kGcStream) {
+    ERAID_RETURN_IF_ERROR(EnsureFreeLocked());
+    // The last free EU is kept for GC, so GC can always make progress.
+    if (free_eus_.size() <= 1) return Status::NoSpace("no free erase unit");
+  }
+  if (free_eus_.empty()) return Status::NoSpace("no free erase unit for GC");
+  uint32_t index = free_eus_.back();
+  free_eus_.pop_back();
+  Eu& eu = eus_[index];
+  eu = Eu{Eu::State::kOpen, stream, next_seq_++, 0, 0, 0};
+  Stream& s = streams_[stream];
+  s.eu = index;
+  s.buf.assign(eu_bytes_, std::byte{0});
+  s.synced_bytes = 0;
+  s.first_unsynced_seq = 0;
+  RecordHeader h{RecordType::kEuHeader, Codec::kRaw, 0, index, eu.gen, 0};
+  EncodeRecordHeader(h, {}, s.buf.data());
+  eu.write_ptr = kRecordHeaderBytes;
+  bytes_since_ckpt_ += eu_bytes_;
+  return Status::Ok();
+}
+
+Status CompressedDrive::SealLocked(uint32_t stream) {
+  Stream& s = streams_[stream];
+  ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+  eus_[static_cast<size_t>(s.eu)].state = Eu::State::kSealed;
+  s.eu = -1;
+  return Status::Ok();
+}
+
+Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std::byte* payload,
+                                     uint64_t* loc) {
+  const uint32_t len = h->record_bytes();
+  if (streams_[stream].eu < 0 ||
+      eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len > eu_bytes_) {
+    if (streams_[stream].eu >= 0) ERAID_RETURN_IF_ERROR(SealLocked(stream));
+    ERAID_RETURN_IF_ERROR(OpenEuLocked(stream));
+  }
+  Stream& s = streams_[stream];
+  Eu& eu = eus_[static_cast<size_t>(s.eu)];
+  std::byte* dst = s.buf.data() + eu.write_ptr;
+  std::span<const std::byte> body(payload, h->payload_bytes);
+  if (!body.empty()) std::memcpy(dst + kRecordHeaderBytes, payload, body.size());
+  h->seq = next_seq_++;
+  if (s.first_unsynced_seq == 0) s.first_unsynced_seq = h->seq;
+  EncodeRecordHeader(*h, body, dst);
+  *loc = PackLoc(BlocksToBytes(data_start_block_) + uint64_t(s.eu) * eu_bytes_ + eu.write_ptr, len);
+  eu.write_ptr += len;
+  return WritePagesLocked(s, /*include_partial=*/false);
+}
+
+Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out) {
+  const uint64_t offset = LocOffset(loc);
+  const uint32_t len = LocLength(loc);
+  const uint64_t rel = offset - BlocksToBytes(data_start_block_);
+  const auto index = static_cast<uint32_t>(rel / eu_bytes_);
+  const uint64_t in_eu = rel % eu_bytes_;
+  out->resize(len);
+  const Eu& eu = eus_[index];
+  if (eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index) {
+    std::memcpy(out->data(), streams_[eu.stream].buf.data() + in_eu, len);
+    return Status::Ok();
+  }
+  uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
+  std::vector<std::byte> pages(BlocksToBytes(last - first + 1));
+  ERAID_RETURN_IF_ERROR(flash_.Read(Lba(first), pages));
+  std::memcpy(out->data(), pages.data() + (offset % kBlockSize), len);
+  return Status::Ok();
+}
+
+Status CompressedDrive::FlushLocked() {
+  const uint64_t upto = next_seq_ - 1;
+  for (auto& s : streams_) {
+    if (s.eu >= 0) ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+  }
+  ERAID_RETURN_IF_ERROR(flash_.Flush());
+  durable_seq_ = upto;
+  return Status::Ok();
+}
+
+Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
+  if (seq <= durable_seq_) return Status::Ok();
+  // A stream whose oldest unsynced record is newer than `seq` holds nothing older:
+  // leave its partial page alone (writing it now would only be rewritten later).
+  for (auto& s : streams_) {
+    if (s.eu >= 0 && s.first_unsynced_seq != 0 && s.first_unsynced_seq <= seq) {
+      ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+    }
+  }
+  ERAID_RETURN_IF_ERROR(flash_.Flush());
+  durable_seq_ = std::max(durable_seq_, seq);
+  return Status::Ok();
+}
+
+Status CompressedDrive::CheckpointLocked() {
+  ERAID_RETURN_IF_ERROR(FlushLocked());
+  std::vector<std::byte> slot(BlocksToBytes(ckpt_slot_blocks_), std::byte{0});
+  std::byte* p = slot.data() + kBlockSize;
+  for (uint64_t loc : map_) {
+    PutLe64(p, loc);
+    p += 8;
+  }
+  for (const Eu& eu : eus_) {
+    bool used = eu.state != Eu::State::kFree;
+    PutLe64(p, used ? eu.gen : 0);
+    PutLe32(p + 8, used ? eu.write_ptr : 0);
+    p[12] = static_cast<std::byte>(used);
+    p += kCheckpointEuEntryBytes;
+  }
+  CheckpointHeader h;
+  h.ckpt_seq = next_seq_ - 1;
+  h.next_seq = next_seq_;
+  h.ckpt_count = ckpt_count_ + 1;
+  h.logical_blocks = logical_blocks_;
+  h.num_eus = num_eus_;
+  h.payload_bytes = static_cast<uint64_t>(p - (slot.data() + kBlockSize));
+  h.payload_crc = Crc32c(slot.data() + kBlockSize, h.payload_bytes);
+  EncodeCheckpointHeader(h, slot);
+  uint64_t slot_start = 1 + (h.ckpt_count % 2) * ckpt_slot_blocks_;
+  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(slot_start), slot).WithContext("checkpoint"));
+  ERAID_RETURN_IF_ERROR(flash_.Flush());
+  stats_.flash_write_bytes += slot.size();
+  stats_.meta_write_bytes += slot.size();
+  ++stats_.checkpoints;
+  ckpt_count_ = h.ckpt_count;
+  ckpt_seq_ = h.ckpt_seq;
+  bytes_since_ckpt_ = 0;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- device GC
+
+Status CompressedDrive::EnsureFreeLocked() {
+  while (free_eus_.size() < options_.gc_free_eus) {
+    size_t before = free_eus_.size();
+    ERAID_RETURN_IF_ERROR(CollectLocked());
+    if (free_eus_.size() <= before) break;  // nothing left worth collecting
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::CollectLocked() {
+  // Victims: sealed EUs with the least live data, while there is garbage to gain. Their
+  // live records move to the GC stream; after a flush (and a checkpoint if they hold
+  // recent trim records, invariant 2) they are erased.
+  std::vector<uint32_t> pending;
+  uint64_t relocated_upto = 0;  // newest relocated record's seq
+  auto commit = [&]() -> Status {
+    if (pending.empty()) return Status::Ok();
+    // Invariant 2: relocated copies, and whatever superseded the victims' records, must
+    // be durable before the victims' copies disappear.
+    uint64_t needed = relocated_upto;
+    bool trims = false;
+    for (uint32_t v : pending) {
+      needed = std::max(needed, eus_[v].max_superseded_by);
+      trims |= eus_[v].max_trim_seq > ckpt_seq_;
+    }
+    if (trims) {
+      ERAID_RETURN_IF_ERROR(CheckpointLocked());
+    } else {
+      ERAID_RETURN_IF_ERROR(SyncUpToLocked(needed));
+    }
+    for (uint32_t v : pending) {
+      ERAID_RETURN_IF_ERROR(flash_.Trim(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), eu_blocks_));
+      eus_[v] = Eu{};
+      free_eus_.push_back(v);
+      ++stats_.gc_erased_eus;
+    }
+    pending.clear();
+    return Status::Ok();
+  };
+  // Collect a batch (twice the trigger level) so the flush before erasing is amortised.
+  const size_t target = 2 * size_t{options_.gc_free_eus};
+  while (free_eus_.size() + pending.size() < target) {
+    if (free_eus_.empty()) ERAID_RETURN_IF_ERROR(commit());
+    int64_t victim = -1;
+    for (uint32_t i = 0; i < num_eus_; ++i) {
+      const Eu& eu = eus_[i];
+      if (eu.state != Eu::State::kSealed) continue;
+      if (std::find(pending.begin(), pending.end(), i) != pending.end()) continue;
+      if (victim < 0 || eu.live_bytes < eus_[size_t(victim)].live_bytes) victim = i;
+    }
+    if (victim < 0 || eus_[size_t(victim)].live_bytes + kRecordHeaderBytes + kMaxRecordBytes > eu_bytes_) {
+      break;
+    }
+    const uint64_t seq_before = next_seq_;
+    ERAID_RETURN_IF_ERROR(RelocateLocked(static_cast<uint32_t>(victim)));
+    if (next_seq_ != seq_before) relocated_upto = next_seq_ - 1;
+    pending.push_back(static_cast<uint32_t>(victim));
+  }
+  return commit();
+}
+
+Status CompressedDrive::RelocateLocked(uint32_t victim) {
+  std::vector<std::byte> buf(eu_bytes_);
+  const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(victim) * eu_bytes_;
+  ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf).WithContext("gc read"));
+  const uint32_t end = eus_[victim].write_ptr;
+  for (uint32_t off = kRecordHeaderBytes; off + kRecordHeaderBytes <= end;) {
+    auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);
+    if (!h.ok()) break;
+    const uint32_t len = h->record_bytes();
+    if (off + len > end) break;
+    const uint64_t loc = PackLoc(eu_offset + off, len);
+    if (h->type == RecordType::kData && h->lba < logical_blocks_ && map_[h->lba] == loc) {
+      auto checked = DecodeRecord(std::span(buf).subspan(off, len), /*check_crc=*/true);
+      if (!checked.ok()) {
+        // The only copy is damaged: say so on every later read rather than return it.
+        UnmapLocked(h->lba, 0);
+        map_[h->lba] = kLostBlock;
+      } else {
+        RecordHeader moved = *h;  // a new sequence number: it is the newest version now
+        uint64_t new_loc = 0;
+        ERAID_RETURN_IF_ERROR(AppendLocked(kGcStream, &moved, buf.data() + off + kRecordHeaderBytes, &new_loc));
+        map_[h->lba] = new_loc;
+        eus_[victim].live_bytes -= len;
+        eus_[(LocOffset(new_loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += len;
+        stats_.gc_relocated_bytes += len;
+      }
+    }
+    off += len;
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- recovery
+
+Status CompressedDrive::RecoverLocked() {
+  // 1. The newer of the two valid checkpoints.
+  std::vector<std::byte> best;
+  CheckpointHeader best_header;
+  for (uint32_t slot = 0; slot < 2; ++slot) {
+    std::vector<std::byte> buf(BlocksToBytes(ckpt_slot_blocks_));
+    if (!flash_.Read(Lba(1 + uint64_t(slot) * ckpt_slot_blocks_), buf).ok()) continue;
+    auto h = DecodeCheckpointHeader(buf);
+    if (!h.ok() || h->logical_blocks != logical_blocks_ || h->num_eus != num_eus_ ||
+        h->payload_bytes != logical_blocks_ * 8 + uint64_t(num_eus_) * kCheckpointEuEntryBytes ||
+        Crc32c(buf.data() + kBlockSize, h->payload_bytes) != h->payload_crc) {
+      continue;
+    }
+    if (best.empty() || h->ckpt_count > best_header.ckpt_count) {
+      best = std::move(buf);
+      best_header = *h;
+    }
+  }
+  if (best.empty()) return Status::Corruption("no valid checkpoint on the drive");
+
+  const std::byte* p = best.data() + kBlockSize;
+  for (uint64_t b = 0; b < logical_blocks_; ++b, p += 8) map_[b] = GetLe64(p);
+  struct CkptEu {
+    uint64_t gen;
+    uint32_t write_ptr;
+    bool used;
+  };
+  std::vector<CkptEu> ckpt_eus(num_eus_);
+  for (auto& e : ckpt_eus) {
+    e = {GetLe64(p), GetLe32(p + 8), std::to_integer<uint8_t>(p[12]) != 0};
+    p += kCheckpointEuEntryBytes;
+  }
+  const uint64_t ckpt_seq = best_header.ckpt_seq;
+  uint64_t max_seq = std::max<uint64_t>(best_header.next_seq, 1) - 1;
+
+  // 2. Scan every erase unit for records newer than the checkpoint.
+  struct Found {
+    uint64_t seq;
+    RecordType type;
+    uint64_t lba;
+    uint32_t count;
+    uint64_t loc;
+  };
+  std::vector<Found> found;
+  std::vector<std::byte> buf(eu_bytes_);
+  free_eus_.clear();
+  for (uint32_t i = 0; i < num_eus_; ++i) {
+    eus_[i] = Eu{};
+    const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
+    ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf));
+    auto head = DecodeRecord(buf, /*check_crc=*/true);
+    bool valid = head.ok() && head->type == RecordType::kEuHeader && head->lba == i;
+    uint32_t start = 0;
+    if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen) {
+      start = ckpt_eus[i].write_ptr;  // same incarnation: only what follows the checkpoint
+    } else if (valid && head->seq > ckpt_seq) {
+      start = kRecordHeaderBytes;     // allocated after the checkpoint: all of it
+    } else {
+      free_eus_.push_back(i);         // erased, never used, or a stale incarnation
+      continue;
+    }
+    const uint64_t gen = head->seq;
+    max_seq = std::max(max_seq, gen);
+    uint32_t off = start;
+    while (off + kRecordHeaderBytes <= eu_bytes_) {
+      auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);
+      if (!h.ok() || h->type == RecordType::kEuHeader || h->seq <= gen ||
+          off + h->record_bytes() > eu_bytes_ ||
+          !DecodeRecord(std::span(buf).subspan(off, h->record_bytes()), true).ok()) {
+        break;  // the end of what reached flash in this incarnation
+      }
+      found.push_back({h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, h->record_bytes())});
+      max_seq = std::max(max_seq, h->seq);
+      off += h->record_bytes();
+    }
+    eus_[i] = Eu{Eu::State::kSealed, 0, gen, off, 0, 0};
+  }
+
+  // 3. Apply them oldest first, so the newest write or trim of each LBA wins.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.seq < b.seq; });
+  for (const Found& f : found) {
+    if (f.seq <= ckpt_seq) continue;
+    if (f.type == RecordType::kData) {
+      if (f.lba < logical_blocks_) map_[f.lba] = f.loc;
+    } else {
+      uint64_t end = std::min<uint64_t>(logical_blocks_, f.lba + f.count);
+      for (uint64_t b = f.lba; b < end; ++b) map_[b] = kUnmapped;
+    }
+  }
+
+  // 4. Rebuild the accounting from the mapping (invariant 4).
+  stats_.live_bytes = 0;
+  stats_.mapped_blocks = 0;
+  for (uint64_t b = 0; b < logical_blocks_; ++b) {
+    uint64_t loc = map_[b];
+    if (loc == kUnmapped || loc == kLostBlock) continue;
+    uint64_t rel = LocOffset(loc) - BlocksToBytes(data_start_block_);
+    if (LocOffset(loc) < BlocksToBytes(data_start_block_) || rel / eu_bytes_ >= num_eus_ ||
+        eus_[rel / eu_bytes_].state == Eu::State::kFree) {
+      map_[b] = kLostBlock;  // points where nothing survives: never return garbage for it
+      continue;
+    }
+    eus_[rel / eu_bytes_].live_bytes += LocLength(loc);
+    stats_.live_bytes += LocLength(loc);
+    ++stats_.mapped_blocks;
+  }
+  std::reverse(free_eus_.begin(), free_eus_.end());
+  next_seq_ = max_seq + 1;
+  ckpt_count_ = best_header.ckpt_count;
+  ckpt_seq_ = ckpt_seq;
+  // 5. Fold the replay into a fresh checkpoint.
+  return CheckpointLocked();
+}
+
+}  // namespace eraid

@@ -1,0 +1,189 @@
+// CompressedDrive: an SSD with built-in transparent compression, emulated over another
+// Backend that plays its flash. It is a drive model, not a counter: the bytes it reports
+// are the bytes it stores.
+//
+//   - Logical space is larger than flash by an expansion factor; the unit is a 4 KiB LBA.
+//   - Each written block is compressed (zstd; raw if it does not shrink), framed as a
+//     record (type, LBA, sequence, length, CRC32C) and appended to an erase unit (EU) of
+//     flash. An in-memory table maps each LBA to its record: 8 bytes per LBA.
+//   - Unwritten and trimmed LBAs read as zeros and occupy nothing.
+//   - Overwrites and trims leave garbage; when free EUs run low, device GC relocates the
+//     live records of the EUs with least live data and erases them.
+//   - FlashAlloc(range): writes to the range go to EUs dedicated to it, until the whole
+//     range is trimmed; then those EUs hold only garbage and are erased without copying.
+//     Without it, every writer shares the same open EU.
+//   - Physical capacity is finite: a write that would exceed it fails with NoSpace and
+//     changes nothing.
+//   - Crash recovery: a checkpoint (the mapping and the EU table) plus the record headers
+//     written after it rebuild the mapping; every flushed write survives.
+// On-disk format: docs/format/compressed-drive.md. Design notes: docs/compressed-drive.md.
+//
+// Invariants:
+//   1. A flash page is never rewritten with different bytes at an offset that already held
+//      a flushed record: only the zero tail of an EU's last page is filled in.
+//   2. An EU is erased only after every live record it held has been relocated and made
+//      durable, every record that superseded one of its records is durable, and (if it
+//      held trim records newer than the last checkpoint) a checkpoint covers them.
+//   3. Every record in an EU has a larger sequence number than the EU's header; records
+//      are applied at recovery newest-sequence-first per LBA.
+//   4. live_bytes of an EU == the sum of the lengths of the mapping entries pointing into it.
+//
+// Thread-safety: a Backend — all methods may be called concurrently. Compression and
+// decompression run outside the drive's lock; mapping and flash I/O run under it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "compress/backend.h"
+#include "compress/codec.h"
+#include "compress/completion_queue.h"
+#include "compress/drive_format.h"
+
+namespace eraid {
+
+struct DriveOptions {
+  double expansion = 2.0;          // logical LBAs / flash LBAs of the data area (1..16)
+  uint32_t erase_unit_blocks = 64;  // 256 KiB erase units
+  CodecConfig codec;
+  bool flashalloc = true;           // false: FlashAlloc() returns NotSupported
+  uint32_t max_flashalloc_ranges = 16;  // open dedicated streams; the oldest is evicted
+  uint32_t gc_free_eus = 4;         // GC runs when fewer EUs than this are free
+  // A checkpoint is written after this many times its own size has been written to flash.
+  uint32_t checkpoint_every = 128;
+};
+
+struct DriveStats {
+  uint64_t logical_blocks = 0;
+  uint64_t flash_bytes = 0;            // the data area: erase units * EU size
+  uint64_t usable_bytes = 0;           // live bytes the drive accepts before NoSpace
+  uint64_t mapped_blocks = 0;
+  uint64_t live_bytes = 0;             // stored bytes (record headers + payloads) of mapped LBAs
+  uint64_t used_eu_bytes = 0;          // EUs not free, live or not
+  uint64_t free_eus = 0;
+  uint64_t host_write_bytes = 0;       // 4 KiB per block the host wrote
+  uint64_t host_stored_bytes = 0;      // record bytes those writes produced
+  uint64_t gc_relocated_bytes = 0;
+  uint64_t flash_write_bytes = 0;      // every byte written to flash: pages, EU headers, metadata
+  uint64_t meta_write_bytes = 0;       // of which checkpoints
+  uint64_t gc_erased_eus = 0;
+  uint64_t checkpoints = 0;
+  uint64_t flashalloc_ranges = 0;      // open now
+  uint64_t flashalloc_evictions = 0;
+  uint64_t nospace_errors = 0;
+  uint64_t corrupt_reads = 0;
+
+  // Flash bytes written per record byte the host produced: 1.0 = no device GC copying.
+  double device_waf() const {
+    return host_stored_bytes ? static_cast<double>(flash_write_bytes) / host_stored_bytes : 0.0;
+  }
+  // Logical / stored bytes of the mapped data.
+  double compression_ratio() const {
+    return live_bytes ? static_cast<double>(mapped_blocks * kBlockSize) / live_bytes : 0.0;
+  }
+};
+
+// Logical and stored bytes of an LBA range (what the scheduler asks per segment).
+struct RangeUsage {
+  uint64_t mapped_blocks = 0;
+  uint64_t stored_bytes = 0;
+  // logical / stored; 0 when nothing in the range is mapped.
+  double ratio() const {
+    return stored_bytes ? static_cast<double>(mapped_blocks * kBlockSize) / stored_bytes : 0.0;
+  }
+};
+
+class CompressedDrive final : public Backend {
+ public:
+  // Formats `flash` (destroying its contents) and returns the empty drive. Does not own
+  // `flash`, which must outlive the drive.
+  static Result<std::unique_ptr<CompressedDrive>> Format(Backend& flash, const DriveOptions& options);
+  // Opens a formatted drive, recovering from a crash if it was not closed cleanly.
+  // Geometry comes from the superblock; `options` supplies only run-time settings
+  // (codec, flashalloc, GC and checkpoint tuning).
+  static Result<std::unique_ptr<CompressedDrive>> Open(Backend& flash, const DriveOptions& options);
+  ~CompressedDrive() override;
+
+  uint64_t capacity_blocks() const override { return logical_blocks_; }
+  uint32_t queue_depth() const override { return 1024; }
+  std::string name() const override { return "compressed(" + flash_.name() + ")"; }
+
+  void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override;
+  void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
+  void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
+  void SubmitFlush(IoCallback done) override;
+  size_t Poll(bool wait) override { return completions_.Poll(wait); }
+  size_t in_flight() const override { return completions_.size(); }
+  Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
+
+  // Flushes and writes a checkpoint, so the next Open() replays nothing.
+  Status Close();
+
+  DriveStats stats() const;
+  RangeUsage Usage(Lba lba, uint64_t count_blocks) const;
+  uint32_t erase_unit_blocks() const { return eu_blocks_; }
+
+ private:
+  struct Geometry;
+  struct Eu;
+  struct Stream;
+
+  CompressedDrive(Backend& flash, const DriveOptions& options, const Geometry& geometry);
+
+  Status DoRead(Lba lba, std::span<std::byte> buf);
+  Status DoWrite(Lba lba, std::span<const std::byte> buf);
+  Status DoTrim(Lba lba, uint64_t count_blocks);
+
+  // All REQUIRE mu_ held.
+  Status FlushLocked();
+  // Makes every record with seq <= `seq` durable, writing only the streams that hold one.
+  Status SyncUpToLocked(uint64_t seq);
+  Status CheckpointLocked();
+  // Appends a record to the stream's open EU (opening one as needed, which may run GC)
+  // and assigns its sequence number into h->seq, after the EU header's (invariant 3).
+  Status AppendLocked(uint32_t stream, drive_format::RecordHeader* h, const std::byte* payload,
+                      uint64_t* loc);
+  Status OpenEuLocked(uint32_t stream);
+  Status SealLocked(uint32_t stream);
+  Status WritePagesLocked(Stream& s, bool include_partial);
+  Status EnsureFreeLocked();
+  Status CollectLocked();
+  Status RelocateLocked(uint32_t eu);
+  uint32_t StreamForLocked(uint64_t lba);
+  void CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it);
+  Status ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out);
+  // `by_seq`: the record (write or trim) that supersedes the old one.
+  void UnmapLocked(uint64_t lba, uint64_t by_seq);
+  Status RecoverLocked();
+
+  Backend& flash_;
+  const DriveOptions options_;
+  const uint32_t eu_blocks_;
+  const uint64_t eu_bytes_;
+  const uint64_t logical_blocks_;
+  const uint32_t num_eus_;
+  const uint64_t data_start_block_;
+  const uint32_t ckpt_slot_blocks_;
+  const uint64_t usable_bytes_;
+
+  CompletionQueue completions_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> map_;  // LBA -> packed record location; 0 = unmapped
+  std::vector<Eu> eus_;
+  std::vector<uint32_t> free_eus_;
+  std::vector<Stream> streams_;
+  // FlashAlloc ranges: start -> (end, stream).
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> ranges_;
+  uint64_t next_seq_ = 1;
+  uint64_t ckpt_seq_ = 0;  // every record with seq <= this is reflected in the checkpoint
+  uint64_t durable_seq_ = 0;  // every record with seq <= this is on flash and flushed
+  uint64_t ckpt_count_ = 0;
+  uint64_t bytes_since_ckpt_ = 0;
+  uint64_t use_clock_ = 0;  // orders FlashAlloc ranges for eviction
+  DriveStats stats_;
+};
+
+}  // namespace eraid

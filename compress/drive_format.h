@@ -1,0 +1,104 @@
+// On-flash structures of the emulated compressing drive (CompressedDrive), with their
+// encoders and decoders. The byte layout is documented in docs/format/compressed-drive.md;
+// this file and that page change together, and kDriveFormatVersion with them.
+//
+// Flash layout, in 4 KiB blocks:
+//   [0]                   superblock
+//   [1, 1+S)              checkpoint slot 0        (S = checkpoint slot blocks)
+//   [1+S, 1+2S)           checkpoint slot 1
+//   [1+2S, ...)           erase units, EU i at data_start + i * eu_blocks
+// An erase unit is a byte stream of records: an EU-header record, then data and trim
+// records, back to back (a record may cross a page boundary, never an EU boundary).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "common/status.h"
+#include "common/types.h"
+#include "compress/codec.h"
+
+namespace eraid::drive_format {
+
+inline constexpr uint32_t kDriveFormatVersion = 1;
+inline constexpr uint64_t kSuperblockMagic = 0x3156524444494152ull;  // "RAIDDRV1"
+inline constexpr uint64_t kCheckpointMagic = 0x3154504b43445245ull;  // "ERDCKPT1"
+inline constexpr uint32_t kRecordMagic = 0x43455245u;                // "EREC"
+
+inline constexpr uint32_t kRecordHeaderBytes = 32;
+inline constexpr uint32_t kMaxRecordBytes = kRecordHeaderBytes + kMaxCompressedBlockBytes;
+inline constexpr uint32_t kCheckpointEuEntryBytes = 16;
+inline constexpr uint32_t kCheckpointHeaderBytes = 68;
+static_assert(kCheckpointHeaderBytes <= kBlockSize);
+
+enum class RecordType : uint8_t { kData = 1, kTrim = 2, kEuHeader = 3 };
+
+// One record's header. For kData, count_blocks is 1 and the payload is the compressed
+// block; for kTrim, [lba, lba+count_blocks) was trimmed; for kEuHeader, lba is the EU
+// index and seq its generation (every later record in the EU has a larger seq).
+struct RecordHeader {
+  RecordType type = RecordType::kData;
+  Codec codec = Codec::kRaw;
+  uint16_t payload_bytes = 0;
+  uint64_t lba = 0;
+  uint64_t seq = 0;
+  uint32_t count_blocks = 0;
+
+  uint32_t record_bytes() const { return kRecordHeaderBytes + payload_bytes; }
+};
+
+// Writes header + CRC32C(header[0,28) + payload) into out[0, 32).
+void EncodeRecordHeader(const RecordHeader& h, std::span<const std::byte> payload, std::byte* out);
+// Decodes the header at `in` (which must hold the whole record when check_crc) and
+// verifies magic, type, length and, with check_crc, the CRC over header and payload.
+Result<RecordHeader> DecodeRecord(std::span<const std::byte> in, bool check_crc);
+
+struct Superblock {
+  uint32_t eu_blocks = 0;
+  uint64_t flash_blocks = 0;
+  uint64_t logical_blocks = 0;
+  uint64_t data_start_block = 0;
+  uint32_t num_eus = 0;
+  uint32_t ckpt_slot_blocks = 0;
+  uint32_t expansion_milli = 0;  // expansion factor * 1000, for `inspect`
+};
+void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block);
+Result<Superblock> DecodeSuperblock(std::span<const std::byte> block);
+
+struct CheckpointHeader {
+  uint64_t ckpt_seq = 0;    // every record with seq <= ckpt_seq is reflected
+  uint64_t next_seq = 0;
+  uint64_t ckpt_count = 0;  // which checkpoint this is (the larger valid one wins)
+  uint64_t logical_blocks = 0;
+  uint32_t num_eus = 0;
+  uint64_t payload_bytes = 0;
+  uint32_t payload_crc = 0;
+};
+void EncodeCheckpointHeader(const CheckpointHeader& h, std::span<std::byte> block);
+Result<CheckpointHeader> DecodeCheckpointHeader(std::span<const std::byte> block);
+
+// Blocks one checkpoint slot needs: a header block plus 8 bytes per LBA and 16 per EU.
+inline uint64_t CheckpointSlotBlocks(uint64_t logical_blocks, uint64_t num_eus) {
+  uint64_t payload = logical_blocks * 8 + num_eus * kCheckpointEuEntryBytes;
+  return 1 + (payload + kBlockSize - 1) / kBlockSize;
+}
+
+// A record's place on flash, packed into one mapping-table word:
+// bits [13, 64) absolute byte offset on flash, bits [0, 13) record length in bytes.
+inline constexpr uint32_t kLocLengthBits = 13;
+static_assert(kMaxRecordBytes < (1u << kLocLengthBits));
+inline constexpr uint64_t PackLoc(uint64_t offset_bytes, uint32_t length_bytes) {
+  return (offset_bytes << kLocLengthBits) | length_bytes;
+}
+inline constexpr uint64_t LocOffset(uint64_t loc) { return loc >> kLocLengthBits; }
+inline constexpr uint32_t LocLength(uint64_t loc) {
+  return static_cast<uint32_t>(loc & ((1u << kLocLengthBits) - 1));
+}
+// Mapping-table values that are not locations.
+inline constexpr uint64_t kUnmapped = 0;
+// The LBA's only copy failed its CRC during GC: reads fail with Corruption until rewritten.
+inline constexpr uint64_t kLostBlock = 1;
+
+}  // namespace eraid::drive_format

@@ -1,0 +1,425 @@
+// CompressedDrive behaviour: data integrity at every compressibility, honest ratios,
+// zeros for unwritten and trimmed blocks, no-space, device GC at high fullness,
+// FlashAlloc, reopen, corruption detection, and faults surfacing as statuses.
+#include "compress/compressed_drive.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "common/data_gen.h"
+#include "compress/drive_format.h"
+#include "compress/faulty_backend.h"
+#include "compress/mem_backend.h"
+
+namespace eraid {
+namespace {
+
+using Block = std::vector<std::byte>;
+
+uint64_t SeedFromEnvOrRandom() {
+  if (const char* s = std::getenv("ERAID_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+
+Block MakeBlock(uint32_t pct, std::mt19937_64& rng) {
+  Block b(kBlockSize);
+  FillBlockWithCompressibility(b, pct, rng);
+  return b;
+}
+
+// A drive plus a plain LBA -> bytes model of what it must return.
+class DriveModel {
+ public:
+  DriveModel(uint64_t flash_blocks, DriveOptions options) : flash_(flash_blocks) {
+    auto d = CompressedDrive::Format(flash_, options);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    drive_ = std::move(d).value();
+  }
+  CompressedDrive& drive() { return *drive_; }
+  MemBackend& flash() { return flash_; }
+
+  // Writes one or more blocks; the model follows only if the drive acknowledged.
+  Status Write(uint64_t lba, const Block& data) {
+    Status s = drive_->Write(Lba(lba), data);
+    if (!s.ok()) return s;
+    for (uint64_t b = 0; b < BytesToBlocks(data.size()); ++b) {
+      model_[lba + b] = Block(data.begin() + BlocksToBytes(b), data.begin() + BlocksToBytes(b + 1));
+    }
+    return s;
+  }
+  void Trim(uint64_t lba, uint64_t n) {
+    ASSERT_TRUE(drive_->Trim(Lba(lba), n).ok());
+    for (uint64_t i = 0; i < n; ++i) model_.erase(lba + i);
+  }
+  void Verify(uint64_t lba) {
+    Block back(kBlockSize);
+    ASSERT_TRUE(drive_->Read(Lba(lba), back).ok()) << "lba " << lba;
+    auto it = model_.find(lba);
+    if (it == model_.end()) {
+      ASSERT_EQ(back, Block(kBlockSize)) << "lba " << lba << " should be zeros";
+    } else {
+      ASSERT_EQ(back, it->second) << "lba " << lba;
+    }
+  }
+  void VerifyAll() {
+    for (uint64_t lba = 0; lba < drive_->capacity_blocks(); ++lba) {
+      Verify(lba);
+      if (HasFatalFailure()) return;
+    }
+  }
+  void Reopen(const DriveOptions& options) {
+    ASSERT_TRUE(drive_->Close().ok());
+    drive_.reset();
+    auto d = CompressedDrive::Open(flash_, options);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    drive_ = std::move(d).value();
+  }
+  const std::map<uint64_t, Block>& model() const { return model_; }
+
+ private:
+  static bool HasFatalFailure() { return ::testing::Test::HasFatalFailure(); }
+  MemBackend flash_;
+  std::unique_ptr<CompressedDrive> drive_;
+  std::map<uint64_t, Block> model_;
+};
+
+DriveOptions SmallOptions() {
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.max_flashalloc_ranges = 4;
+  o.expansion = 2.0;
+  return o;
+}
+
+class DriveRoundTrip : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
+  const uint32_t pct = GetParam();
+  const uint64_t seed = SeedFromEnvOrRandom();
+  std::printf("seed=%llu compressibility=%u%%\n", (unsigned long long)seed, pct);
+  std::mt19937_64 rng(seed);
+  // Size flash and working set so live data fills ~60% of flash at any compressibility,
+  // and write ~3x the flash so device GC runs.
+  const double record_bytes = 32 + 4096.0 * std::max(100u - pct, 2u) / 100.0;
+  const uint64_t flash_blocks = 1024 + 3072 * (100 - pct) / 100;
+  DriveOptions o = SmallOptions();
+  o.expansion = 4.0;
+  DriveModel m(flash_blocks, o);
+  const auto span = std::min<uint64_t>(m.drive().capacity_blocks(),
+                                       uint64_t(0.6 * m.drive().stats().flash_bytes / record_bytes));
+  const auto iterations = uint64_t(3.0 * m.drive().stats().flash_bytes / (2.5 * record_bytes));
+  for (uint64_t i = 0; i < iterations; ++i) {
+    uint64_t lba = rng() % span;
+    uint64_t n = 1 + rng() % 4;
+    if (lba + n > span) n = span - lba;
+    Block data(BlocksToBytes(n));
+    for (uint64_t b = 0; b < n; ++b) {
+      FillBlockWithCompressibility(std::span(data).subspan(BlocksToBytes(b), kBlockSize), pct, rng);
+    }
+    ASSERT_TRUE(m.Write(lba, data).ok());
+    if (i % 500 == 0) {
+      ASSERT_TRUE(m.drive().Flush().ok());
+    }
+  }
+  m.VerifyAll();
+  DriveStats st = m.drive().stats();
+  // The ratio tracks the data: 0% stores ~4 KiB + header, 90% stores ~10%.
+  double expected = 4096.0 / (32 + 4096.0 * std::max(100u - pct, 1u) / 100.0);
+  EXPECT_NEAR(st.compression_ratio(), expected, expected * 0.15) << "compressibility " << pct;
+  EXPECT_GT(st.gc_erased_eus, 0u) << "the workload is meant to exercise device GC";
+  m.Reopen(o);
+  m.VerifyAll();
+}
+
+INSTANTIATE_TEST_SUITE_P(Compressibility, DriveRoundTrip, ::testing::Values(0u, 25u, 50u, 75u, 90u));
+
+// The bytes the drive says it stores are the bytes on flash: parse every record on
+// flash independently and compare with Usage() and stats().
+TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
+  std::mt19937_64 rng(11);
+  DriveModel m(4096, SmallOptions());
+  for (uint64_t lba = 0; lba < 600; ++lba) {
+    ASSERT_TRUE(m.Write(lba, MakeBlock(static_cast<uint32_t>(lba % 10) * 10, rng)).ok());
+  }
+  for (uint64_t lba = 0; lba < 100; ++lba) ASSERT_TRUE(m.Write(lba, MakeBlock(50, rng)).ok());
+  m.Trim(500, 50);
+  ASSERT_TRUE(m.drive().Close().ok());  // everything on flash
+
+  // Independent parse: newest record per LBA, by sequence number.
+  using namespace drive_format;
+  Block sb(kBlockSize);
+  ASSERT_TRUE(m.flash().Read(Lba(0), sb).ok());
+  auto super = DecodeSuperblock(sb);
+  ASSERT_TRUE(super.ok());
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> newest;  // lba -> (seq, bytes)
+  std::map<uint64_t, uint64_t> trimmed_at;
+  Block eu(BlocksToBytes(super->eu_blocks));
+  for (uint32_t i = 0; i < super->num_eus; ++i) {
+    ASSERT_TRUE(m.flash().Read(Lba(super->data_start_block + uint64_t(i) * super->eu_blocks), eu).ok());
+    auto head = DecodeRecord(eu, true);
+    if (!head.ok()) continue;
+    for (uint32_t off = head->record_bytes(); off + kRecordHeaderBytes <= eu.size();) {
+      auto h = DecodeRecord(std::span(eu).subspan(off), false);
+      if (!h.ok() || h->seq <= head->seq) break;
+      if (h->type == RecordType::kData) {
+        auto& n = newest[h->lba];
+        if (h->seq > n.first) n = {h->seq, h->record_bytes()};
+      } else if (h->type == RecordType::kTrim) {
+        for (uint64_t b = h->lba; b < h->lba + h->count_blocks; ++b) trimmed_at[b] = std::max(trimmed_at[b], h->seq);
+      }
+      off += h->record_bytes();
+    }
+  }
+  uint64_t on_flash = 0, mapped = 0;
+  for (auto& [lba, n] : newest) {
+    if (trimmed_at.count(lba) && trimmed_at[lba] > n.first) continue;
+    on_flash += n.second;
+    ++mapped;
+  }
+  RangeUsage u = m.drive().Usage(Lba(0), m.drive().capacity_blocks());
+  EXPECT_EQ(u.stored_bytes, on_flash);
+  EXPECT_EQ(u.mapped_blocks, mapped);
+  EXPECT_EQ(mapped, 550u);
+  EXPECT_EQ(m.drive().stats().live_bytes, on_flash);
+  EXPECT_DOUBLE_EQ(u.ratio(), double(mapped * kBlockSize) / on_flash);
+  // Per-range ratios follow the data: blocks 100..109 were written at 0..90%.
+  EXPECT_LT(m.drive().Usage(Lba(190), 1).ratio(), m.drive().Usage(Lba(199), 1).ratio());
+  EXPECT_EQ(m.drive().Usage(Lba(510), 10).ratio(), 0.0) << "trimmed range stores nothing";
+}
+
+TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
+  std::mt19937_64 rng(5);
+  DriveModel m(4096, SmallOptions());
+  m.Verify(77);
+  for (uint64_t lba = 0; lba < 64; ++lba) ASSERT_TRUE(m.Write(lba, MakeBlock(30, rng)).ok());
+  uint64_t live = m.drive().stats().live_bytes;
+  EXPECT_GT(live, 0u);
+  m.Trim(0, 64);
+  for (uint64_t lba = 0; lba < 64; ++lba) m.Verify(lba);
+  EXPECT_EQ(m.drive().stats().live_bytes, 0u);
+  EXPECT_EQ(m.drive().stats().mapped_blocks, 0u);
+  m.Reopen(SmallOptions());
+  for (uint64_t lba = 0; lba < 64; ++lba) m.Verify(lba);
+}
+
+TEST(DriveTest, NoSpaceChangesNothingAndDriveRecovers) {
+  std::mt19937_64 rng(9);
+  DriveOptions o = SmallOptions();
+  o.expansion = 3.0;  // far more LBAs than incompressible data can fill
+  DriveModel m(2048, o);
+  uint64_t lba = 0;
+  Status s;
+  for (; lba < m.drive().capacity_blocks(); ++lba) {
+    s = m.Write(lba, MakeBlock(0, rng));
+    if (!s.ok()) break;
+  }
+  ASSERT_EQ(s.code(), StatusCode::kNoSpace) << s.ToString();
+  const uint64_t full_at = lba;
+  EXPECT_GT(full_at, m.drive().capacity_blocks() / 4);
+  DriveStats st = m.drive().stats();
+  EXPECT_LE(st.live_bytes, st.usable_bytes);
+  EXPECT_EQ(st.nospace_errors, 1u);
+  // A multi-block write that cannot fit changes none of its blocks.
+  Block four(BlocksToBytes(4));
+  for (int i = 0; i < 4; ++i) FillBlockWithCompressibility(std::span(four).subspan(BlocksToBytes(i), kBlockSize), 0, rng);
+  EXPECT_EQ(m.drive().Write(Lba(full_at - 2), four).code(), StatusCode::kNoSpace);
+  m.Verify(full_at - 2);
+  m.Verify(full_at - 1);
+  m.Verify(full_at);
+  // Compressible data still fits in what is left, and after a trim more does.
+  m.Trim(0, 200);
+  for (uint64_t i = 0; i < 150; ++i) ASSERT_TRUE(m.Write(i, MakeBlock(0, rng)).ok()) << i;
+  m.VerifyAll();
+}
+
+// Sustained random overwrites with live data at 90% of flash: GC must keep every block.
+TEST(DriveTest, GcKeepsDataAtNinetyPercentFull) {
+  const uint64_t seed = SeedFromEnvOrRandom();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  DriveOptions o;
+  o.erase_unit_blocks = 64;
+  o.max_flashalloc_ranges = 2;
+  o.expansion = 2.5;
+  DriveModel m(BytesToBlocks(32ull << 20), o);
+  DriveStats st = m.drive().stats();
+  const uint64_t target = st.flash_bytes * 9 / 10;
+  ASSERT_GE(st.usable_bytes, target) << "geometry must allow 90% fullness";
+  uint64_t n = 0;
+  while (m.drive().stats().live_bytes < target) {
+    ASSERT_TRUE(m.Write(n++, MakeBlock(50, rng)).ok());
+  }
+  const uint64_t written = n;
+  uint64_t nospace = 0;
+  for (uint64_t i = 0; i < 4 * written; ++i) {
+    Status s = m.Write(rng() % written, MakeBlock(50, rng));
+    if (s.code() == StatusCode::kNoSpace) {
+      ++nospace;
+    } else {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  st = m.drive().stats();
+  std::printf("live %.1f%% of flash, erased %llu EUs, device WAF %.2f, nospace %llu\n",
+              100.0 * st.live_bytes / st.flash_bytes, (unsigned long long)st.gc_erased_eus,
+              st.device_waf(), (unsigned long long)nospace);
+  EXPECT_GE(st.live_bytes, st.flash_bytes * 88 / 100);
+  EXPECT_GT(st.gc_erased_eus, 100u);
+  EXPECT_LT(nospace, written / 100) << "no-space only at the exact boundary";
+  m.VerifyAll();
+  m.Reopen(o);
+  m.VerifyAll();
+}
+
+// Objects with different lifetimes written by six interleaved streams at ~75% physical
+// fullness: with FlashAlloc each object's erase units die whole, and GC copies (almost)
+// nothing; without it, objects share erase units and GC must copy the survivors.
+DriveStats RunObjectStreams(bool flashalloc) {
+  std::mt19937_64 rng(21);
+  DriveOptions o;
+  o.erase_unit_blocks = 32;
+  o.max_flashalloc_ranges = 8;
+  o.expansion = 2.5;
+  o.flashalloc = flashalloc;
+  MemBackend flash(16384);
+  auto drive = std::move(CompressedDrive::Format(flash, o)).value();
+  const uint64_t object_blocks = 1024;  // 4 MiB objects, ~16 erase units each at 2:1
+  const uint64_t slots = drive->capacity_blocks() / object_blocks;
+  std::vector<uint64_t> live, free_slots;
+  for (uint64_t i = 0; i < slots; ++i) free_slots.push_back(i);
+  std::vector<std::byte> block(kBlockSize);
+  for (int round = 0; round < 25; ++round) {
+    std::vector<uint64_t> objs;
+    for (int s = 0; s < 6; ++s) {
+      size_t k = rng() % free_slots.size();
+      objs.push_back(free_slots[k]);
+      free_slots.erase(free_slots.begin() + static_cast<long>(k));
+      (void)drive->FlashAlloc(Lba(objs.back() * object_blocks), object_blocks);
+    }
+    for (uint64_t b = 0; b < object_blocks; ++b) {
+      for (uint64_t obj : objs) {
+        FillBlockWithCompressibility(block, 50, rng);
+        EXPECT_TRUE(drive->Write(Lba(obj * object_blocks + b), block).ok());
+      }
+    }
+    live.insert(live.end(), objs.begin(), objs.end());
+    // Objects die in random order (different lifetimes), each trimmed whole.
+    while (drive->stats().live_bytes > drive->stats().flash_bytes * 3 / 4) {
+      size_t k = rng() % live.size();
+      EXPECT_TRUE(drive->Trim(Lba(live[k] * object_blocks), object_blocks).ok());
+      free_slots.push_back(live[k]);
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+  }
+  DriveStats st = drive->stats();
+  std::printf("flashalloc=%d WAF %.3f: host %llu B, flash %llu B (checkpoints %llu B), "
+              "relocated %llu B, erased %llu EUs\n",
+              flashalloc, st.device_waf(), (unsigned long long)st.host_stored_bytes,
+              (unsigned long long)st.flash_write_bytes, (unsigned long long)st.meta_write_bytes,
+              (unsigned long long)st.gc_relocated_bytes, (unsigned long long)st.gc_erased_eus);
+  return st;
+}
+
+TEST(DriveTest, FlashAllocAvoidsGcCopies) {
+  DriveStats with = RunObjectStreams(true);
+  DriveStats without = RunObjectStreams(false);
+  EXPECT_GT(without.gc_erased_eus, 100u) << "the workload must make the device collect";
+  EXPECT_LE(with.device_waf(), 1.05);
+  EXPECT_GT(without.device_waf(), with.device_waf() + 0.1);
+  EXPECT_LT(with.gc_relocated_bytes * 10, without.gc_relocated_bytes);
+}
+
+TEST(DriveTest, FlashAllocRangesAreBoundedAndCanBeDisabled) {
+  DriveModel m(4096, SmallOptions());
+  for (uint64_t i = 0; i < 6; ++i) ASSERT_TRUE(m.drive().FlashAlloc(Lba(i * 100), 50).ok());
+  EXPECT_EQ(m.drive().stats().flashalloc_ranges, 4u);
+  EXPECT_EQ(m.drive().stats().flashalloc_evictions, 2u);
+  m.Trim(500, 50);
+  EXPECT_EQ(m.drive().stats().flashalloc_ranges, 3u) << "a fully trimmed range is released";
+  EXPECT_EQ(m.drive().FlashAlloc(Lba(m.drive().capacity_blocks()), 1).code(), StatusCode::kInvalidArgument);
+  DriveOptions off = SmallOptions();
+  off.flashalloc = false;
+  DriveModel n(4096, off);
+  EXPECT_EQ(n.drive().FlashAlloc(Lba(0), 10).code(), StatusCode::kNotSupported);
+}
+
+TEST(DriveTest, BitFlipOnFlashIsDetectedNeverReturned) {
+  std::mt19937_64 rng(4);
+  MemBackend media(4096);
+  FaultyBackend flash(media);
+  auto drive = std::move(CompressedDrive::Format(flash, SmallOptions())).value();
+  Block data = MakeBlock(50, rng);
+  ASSERT_TRUE(drive->Write(Lba(3), data).ok());
+  ASSERT_TRUE(drive->Close().ok());
+  drive.reset();
+  // Find the page holding lba 3's record and flip a bit in its payload.
+  Block sb(kBlockSize);
+  ASSERT_TRUE(media.Read(Lba(0), sb).ok());
+  auto super = drive_format::DecodeSuperblock(sb).value();
+  bool flipped = false;
+  for (uint64_t b = super.data_start_block; b < super.flash_blocks && !flipped; ++b) {
+    Block page(kBlockSize);
+    ASSERT_TRUE(media.Read(Lba(b), page).ok());
+    for (uint32_t off = 0; off + 32 <= kBlockSize; ++off) {
+      auto h = drive_format::DecodeRecord(std::span(page).subspan(off), false);
+      if (h.ok() && h->type == drive_format::RecordType::kData && h->lba == 3) {
+        ASSERT_TRUE(flash.FlipBit(Lba(b), (off + 40) * 8).ok());
+        flipped = true;
+        break;
+      }
+    }
+  }
+  ASSERT_TRUE(flipped);
+  drive = std::move(CompressedDrive::Open(flash, SmallOptions())).value();
+  Block back(kBlockSize);
+  EXPECT_EQ(drive->Read(Lba(3), back).code(), StatusCode::kCorruption);
+  EXPECT_EQ(drive->stats().corrupt_reads, 1u);
+  // Rewriting the block heals it.
+  ASSERT_TRUE(drive->Write(Lba(3), data).ok());
+  ASSERT_TRUE(drive->Read(Lba(3), back).ok());
+  EXPECT_EQ(back, data);
+}
+
+TEST(DriveTest, FlashFaultsSurfaceAsStatuses) {
+  std::mt19937_64 rng(8);
+  MemBackend media(4096);
+  FaultyBackend flash(media);
+  auto drive = std::move(CompressedDrive::Format(flash, SmallOptions())).value();
+  Block data = MakeBlock(50, rng);
+  ASSERT_TRUE(drive->Write(Lba(1), data).ok());
+  ASSERT_TRUE(drive->Close().ok());  // reopen so reads go to flash, not the open EU's buffer
+  drive = std::move(CompressedDrive::Open(flash, SmallOptions())).value();
+  flash.FailStop();
+  Block back(kBlockSize);
+  EXPECT_EQ(drive->Read(Lba(1), back).code(), StatusCode::kIoError);
+  EXPECT_EQ(drive->Flush().code(), StatusCode::kIoError);
+  flash.ClearFaults();
+  flash.FailNthOp(1);
+  EXPECT_EQ(drive->Read(Lba(1), back).code(), StatusCode::kIoError);
+  ASSERT_TRUE(drive->Read(Lba(1), back).ok());
+  EXPECT_EQ(back, data);
+}
+
+TEST(DriveTest, OpenRejectsForeignAndDamagedMedia) {
+  MemBackend blank(4096);
+  EXPECT_EQ(CompressedDrive::Open(blank, {}).status().code(), StatusCode::kCorruption);
+  DriveModel m(4096, SmallOptions());
+  ASSERT_TRUE(m.drive().Close().ok());
+  Block sb(kBlockSize);
+  ASSERT_TRUE(m.flash().Read(Lba(0), sb).ok());
+  sb[20] ^= std::byte{1};
+  ASSERT_TRUE(m.flash().Write(Lba(0), sb).ok());
+  auto r = CompressedDrive::Open(m.flash(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("CRC"), std::string::npos) << r.status().ToString();
+  DriveOptions bad;
+  bad.expansion = 0.5;
+  EXPECT_EQ(CompressedDrive::Format(blank, bad).status().code(), StatusCode::kInvalidArgument);
+  MemBackend tiny(64);
+  EXPECT_EQ(CompressedDrive::Format(tiny, {}).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace eraid
