@@ -1,0 +1,231 @@
+// eraid-drive-bench: measurements of the drive layer (compress/), each printed as one
+// line of key=value pairs for tools/bench/drive-bench.sh to tabulate.
+//
+//   zstd        4 KiB compression MB/s on one core, per level and compressibility
+//   file-iops   FileBackend 4 KiB random read or write IOPS at a queue depth
+//   waf         device WAF of six object streams with different lifetimes, at a target
+//               fullness, with or without FlashAlloc
+#include <stdlib.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "common/data_gen.h"
+#include "compress/codec.h"
+#include "compress/compressed_drive.h"
+#include "compress/file_backend.h"
+#include "compress/mem_backend.h"
+
+namespace po = boost::program_options;
+using namespace eraid;  // NOLINT: a tool
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+int Zstd(double seconds_per_cell) {
+  std::mt19937_64 rng(1);
+  constexpr int kBlocks = 256;
+  std::vector<std::byte> in(BlocksToBytes(kBlocks)), out(kBlockSize);
+  for (int pct : {0, 25, 50, 75, 90}) {
+    for (int b = 0; b < kBlocks; ++b) {
+      FillBlockWithCompressibility(std::span(in).subspan(BlocksToBytes(b), kBlockSize), pct, rng);
+    }
+    for (int level : {-5, -3, -1, 1, 3}) {
+      CodecConfig c;
+      c.zstd_level = level;
+      uint64_t blocks = 0, stored = 0;
+      auto start = std::chrono::steady_clock::now();
+      while (Seconds(start) < seconds_per_cell) {
+        for (int b = 0; b < kBlocks; ++b, ++blocks) {
+          stored += CompressBlock(c, in.data() + BlocksToBytes(b), out.data()).size_bytes;
+        }
+      }
+      double secs = Seconds(start);
+      std::printf("zstd pct=%d level=%d mbps=%.0f us_per_block=%.2f ratio=%.2f\n", pct, level,
+                  blocks * 4096.0 / secs / 1e6, secs * 1e6 / blocks,
+                  blocks * 4096.0 / static_cast<double>(stored));
+    }
+  }
+  return 0;
+}
+
+int FileIops(const std::string& path, const std::string& rw, uint32_t qd, double seconds, bool direct) {
+  FileBackendOptions o;
+  o.direct = direct;
+  o.queue_depth = qd;
+  auto opened = FileBackend::Open(path, o);
+  if (!opened.ok()) {
+    std::cerr << "file-iops: " << opened.status().ToString() << "\n";
+    return 1;
+  }
+  FileBackend& dev = **opened;
+  const bool write = rw == "randwrite";
+  std::vector<std::byte*> bufs(qd);
+  std::mt19937_64 rng(7);
+  for (auto& b : bufs) {
+    void* p = nullptr;
+    if (posix_memalign(&p, kBlockSize, kBlockSize) != 0) return 1;
+    b = static_cast<std::byte*>(p);
+    FillBlockWithCompressibility(std::span(b, kBlockSize), 50, rng);
+  }
+  const uint64_t blocks = dev.capacity_blocks();
+  uint64_t done = 0, errors = 0;
+  bool stop = false;
+  std::function<void(uint32_t)> issue = [&](uint32_t slot) {
+    Lba lba(rng() % blocks);
+    auto cb = [&, slot](Status s) {
+      ++done;
+      if (!s.ok()) ++errors;
+      if (!stop) issue(slot);
+    };
+    if (write) dev.SubmitWrite(lba, std::span<const std::byte>(bufs[slot], kBlockSize), cb);
+    else dev.SubmitRead(lba, std::span(bufs[slot], kBlockSize), cb);
+  };
+  auto start = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < qd; ++i) issue(i);
+  while (Seconds(start) < seconds) dev.Poll(true);
+  double secs = Seconds(start);
+  uint64_t measured = done;
+  stop = true;
+  while (dev.in_flight() > 0) dev.Poll(true);
+  for (auto* b : bufs) free(b);
+  std::printf("file-iops rw=%s qd=%u iops=%.0f errors=%llu\n", rw.c_str(), qd, measured / secs,
+              static_cast<unsigned long long>(errors));
+  return errors ? 1 : 0;
+}
+
+int Waf(bool flashalloc, double fullness, uint64_t flash_mib, uint32_t eu_blocks,
+        uint64_t object_blocks, double writes_x, uint32_t pct) {
+  DriveOptions o;
+  o.erase_unit_blocks = eu_blocks;
+  o.flashalloc = flashalloc;
+  o.expansion = 2.0 / (1.0 - pct / 100.0) * 0.6 + 1.0;  // room for fullness at this ratio
+  MemBackend flash(BytesToBlocks(flash_mib << 20));
+  auto made = CompressedDrive::Format(flash, o);
+  if (!made.ok()) {
+    std::cerr << "waf: " << made.status().ToString() << "\n";
+    return 1;
+  }
+  CompressedDrive& drive = **made;
+  const uint64_t slots = drive.capacity_blocks() / object_blocks;
+  const uint64_t target = static_cast<uint64_t>(fullness * drive.stats().flash_bytes);
+  if (target > drive.stats().usable_bytes) {
+    std::cerr << "waf: fullness beyond the drive's usable capacity\n";
+    return 1;
+  }
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> free_slots;
+  for (uint64_t i = 0; i < slots; ++i) free_slots.push_back(i);
+  std::multimap<uint64_t, uint64_t> deaths;  // death time -> slot
+  std::vector<std::byte> block(kBlockSize);
+  uint64_t now = 0;  // ticks: one object written by each of the six streams
+  const uint64_t total_bytes = static_cast<uint64_t>(writes_x * drive.stats().flash_bytes);
+  // Six streams; stream k's objects live ~ base * (1 + 3k) ticks, jittered +-50%. base is
+  // chosen so that natural deaths alone would keep ~1.2x the target live: the space limit
+  // binds, and objects die early in death-time order, as a log's GC would free them.
+  const double object_stored = object_blocks * (32.0 + 4096.0 * (100 - pct) / 100.0);
+  const double base = 1.2 * (static_cast<double>(target) / object_stored) / 51.0;
+  while (drive.stats().host_stored_bytes < total_bytes) {
+    // Objects die at their time; when the next six would not fit under the target, the
+    // next to die go early.
+    while (!deaths.empty() &&
+           (deaths.begin()->first <= now ||
+            static_cast<double>(drive.stats().live_bytes) + 6 * object_stored > static_cast<double>(target))) {
+      uint64_t slot = deaths.begin()->second;
+      deaths.erase(deaths.begin());
+      if (!drive.Trim(Lba(slot * object_blocks), object_blocks).ok()) return 1;
+      free_slots.push_back(slot);
+    }
+    uint64_t objs[6];
+    for (int k = 0; k < 6; ++k) {
+      if (free_slots.empty()) return std::cerr << "waf: out of slots\n", 1;
+      size_t i = rng() % free_slots.size();
+      objs[k] = free_slots[i];
+      free_slots[i] = free_slots.back();
+      free_slots.pop_back();
+      (void)drive.FlashAlloc(Lba(objs[k] * object_blocks), object_blocks);
+      auto life = static_cast<uint64_t>(base * (1 + 3 * k) * static_cast<double>(50 + rng() % 101) / 100.0);
+      deaths.emplace(now + life, objs[k]);
+    }
+    for (uint64_t b = 0; b < object_blocks; ++b) {
+      for (uint64_t obj : objs) {
+        FillBlockWithCompressibility(block, pct, rng);
+        Status s = drive.Write(Lba(obj * object_blocks + b), block);
+        if (!s.ok()) return std::cerr << "waf: " << s.ToString() << "\n", 1;
+      }
+    }
+    now += 1;
+  }
+  DriveStats st = drive.stats();
+  std::printf("waf flashalloc=%s fullness=%.2f eu_kib=%u object_kib=%llu waf=%.3f relocated_mib=%.1f "
+              "erased_eus=%llu ckpt_mib=%.1f host_mib=%.0f\n",
+              flashalloc ? "on" : "off", fullness, eu_blocks * 4,
+              static_cast<unsigned long long>(object_blocks * 4), st.device_waf(),
+              st.gc_relocated_bytes / 1048576.0, static_cast<unsigned long long>(st.gc_erased_eus),
+              st.meta_write_bytes / 1048576.0, st.host_stored_bytes / 1048576.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description opts("eraid-drive-bench MODE [options]\nmodes: zstd, file-iops, waf\noptions");
+  std::string mode, file, rw = "randwrite";
+  uint32_t qd = 16, eu_blocks = 64, pct = 50;
+  double seconds = 10, fullness = 0.85, writes_x = 8;
+  uint64_t flash_mib = 256, object_blocks = 256;
+  std::string flashalloc = "on";
+  bool direct = true;
+  opts.add_options()("help,h", "this text")
+      ("mode", po::value(&mode), "zstd | file-iops | waf")
+      ("file", po::value(&file), "file-iops: an existing file to test")
+      ("rw", po::value(&rw), "file-iops: randwrite | randread")
+      ("qd", po::value(&qd), "file-iops: queue depth")
+      ("seconds", po::value(&seconds), "file-iops: run time; zstd: time per cell")
+      ("direct", po::value(&direct), "file-iops: O_DIRECT (1/0)")
+      ("flashalloc", po::value(&flashalloc), "waf: on | off")
+      ("fullness", po::value(&fullness), "waf: live bytes / flash")
+      ("flash-mib", po::value(&flash_mib), "waf: flash size")
+      ("eu-blocks", po::value(&eu_blocks), "waf: erase unit, 4 KiB blocks")
+      ("object-blocks", po::value(&object_blocks), "waf: object (segment) size, 4 KiB blocks")
+      ("writes", po::value(&writes_x), "waf: host bytes to write, in multiples of flash")
+      ("compressibility", po::value(&pct), "waf: % (fio buffer_compress_percentage)");
+  po::positional_options_description pos;
+  pos.add("mode", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "eraid-drive-bench: " << e.what() << "\n";
+    return 2;
+  }
+  if (vm.count("help") || mode.empty()) {
+    std::cout << opts << "\n";
+    return mode.empty() && !vm.count("help") ? 2 : 0;
+  }
+  if (mode == "zstd") return Zstd(seconds > 1 ? 0.3 : seconds);
+  if (mode == "file-iops") {
+    if (file.empty() || (rw != "randwrite" && rw != "randread") || qd == 0) {
+      std::cerr << "eraid-drive-bench: file-iops needs --file and --rw randwrite|randread\n";
+      return 2;
+    }
+    return FileIops(file, rw, qd, seconds, direct);
+  }
+  if (mode == "waf") {
+    if ((flashalloc != "on" && flashalloc != "off") || fullness <= 0 || fullness >= 1 || pct > 95) {
+      std::cerr << "eraid-drive-bench: waf needs --flashalloc on|off, 0 < --fullness < 1\n";
+      return 2;
+    }
+    return Waf(flashalloc == "on", fullness, flash_mib, eu_blocks, object_blocks, writes_x, pct);
+  }
+  std::cerr << "eraid-drive-bench: unknown mode '" << mode << "' (zstd, file-iops, waf)\n";
+  return 2;
+}
