@@ -5,7 +5,7 @@
 //
 // The address unit is the 4 KiB block. Operations are asynchronous:
 //   - Submit*() queues an operation and returns at once; it never runs a callback.
-//   - Poll() starts queued operations and delivers finished ones, running each callback
+//   - Poll() starts any operation not yet started and delivers finished ones, running each callback
 //     exactly once, on the polling thread. Poll(true) blocks until at least one operation
 //     finishes (it returns at once when nothing is in flight).
 //   - At most queue_depth() operations are in flight; a Submit*() beyond that first polls

@@ -144,6 +144,11 @@ void FileBackend::PrepLocked(Op* op) {
 void FileBackend::Prep(Op* op) {
   std::lock_guard lock(sq_mu_);
   PrepLocked(op);
+  // Start it now: the kernel issues O_DIRECT I/O inline while submitting, so holding
+  // SQEs back to batch them leaves the device idle while a batch is issued (measured:
+  // 16 per call kept random reads at 0.78x fio; one per call matches fio's default).
+  int n = io_uring_submit(&ring_);
+  if (n > 0) prepared_.fetch_sub(static_cast<size_t>(n), std::memory_order_acq_rel);
 }
 
 void FileBackend::CompleteEarly(IoCallback done, Status s) {

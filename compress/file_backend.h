@@ -1,8 +1,9 @@
 // FileBackend: a regular file or a block device, driven through io_uring.
 //
-// Submit*() prepares a submission queue entry; Poll() submits everything prepared and
-// reaps completions in one io_uring_enter where it can, so a caller keeping Q operations
-// in flight pays about one system call per batch. Short reads and writes are resubmitted
+// Submit*() prepares a submission queue entry and submits it at once (the kernel issues
+// O_DIRECT I/O inline during submission, so batching submissions leaves the device idle
+// while a batch is issued: measured 0.78x fio's random reads batched, ~1.0x unbatched).
+// Poll() waits and reaps in one io_uring_enter. Short reads and writes are resubmitted
 // for the remainder. Trim punches a hole in a regular file (reads then return zeros) and
 // issues BLKDISCARD on a block device. Flush is fdatasync.
 //
