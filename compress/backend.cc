@@ -9,6 +9,8 @@ Status Backend::FlashAlloc(Lba, uint64_t) {
   return Status::NotSupported("FlashAlloc is not supported by " + name());
 }
 
+std::optional<RangeUsage> Backend::Usage(Lba, uint64_t) const { return std::nullopt; }
+
 Status Backend::CheckExtent(Lba lba, uint64_t size_bytes) const {
   if (size_bytes == 0 || !IsBlockAligned(size_bytes)) {
     return Status::InvalidArgument("length " + std::to_string(size_bytes) +

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -31,6 +32,16 @@
 namespace eraid {
 
 using IoCallback = std::function<void(Status)>;
+
+// Logical and stored bytes of an LBA range, from a drive that compresses.
+struct RangeUsage {
+  uint64_t mapped_blocks = 0;
+  uint64_t stored_bytes = 0;
+  // logical / stored; 0 when nothing in the range is mapped.
+  double ratio() const {
+    return stored_bytes ? static_cast<double>(mapped_blocks * kBlockSize) / stored_bytes : 0.0;
+  }
+};
 
 class Backend {
  public:
@@ -55,6 +66,10 @@ class Backend {
   // units dedicated to that range until the whole range is trimmed. Devices without the
   // feature return NotSupported, and callers carry on without it.
   virtual Status FlashAlloc(Lba lba, uint64_t count_blocks);
+
+  // What a compressing drive stores for [lba, lba+count); nullopt for devices that cannot
+  // tell (plain files, real drives without such a query).
+  virtual std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const;
 
   // Synchronous conveniences: submit, then poll until this operation has completed.
   Status Read(Lba lba, std::span<std::byte> buf);

@@ -328,7 +328,7 @@ DriveStats CompressedDrive::stats() const {
   return s;
 }
 
-RangeUsage CompressedDrive::Usage(Lba lba, uint64_t count_blocks) const {
+std::optional<RangeUsage> CompressedDrive::Usage(Lba lba, uint64_t count_blocks) const {
   RangeUsage u;
   if (lba.value >= logical_blocks_) return u;
   uint64_t end = std::min(logical_blocks_, lba.value + count_blocks);

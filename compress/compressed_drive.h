@@ -86,16 +86,6 @@ struct DriveStats {
   }
 };
 
-// Logical and stored bytes of an LBA range (what the scheduler asks per segment).
-struct RangeUsage {
-  uint64_t mapped_blocks = 0;
-  uint64_t stored_bytes = 0;
-  // logical / stored; 0 when nothing in the range is mapped.
-  double ratio() const {
-    return stored_bytes ? static_cast<double>(mapped_blocks * kBlockSize) / stored_bytes : 0.0;
-  }
-};
-
 class CompressedDrive final : public Backend {
  public:
   // Formats `flash` (destroying its contents) and returns the empty drive. Does not own
@@ -123,7 +113,9 @@ class CompressedDrive final : public Backend {
   Status Close();
 
   DriveStats stats() const;
-  RangeUsage Usage(Lba lba, uint64_t count_blocks) const;
+  // The compression of a range: the scheduler asks this per segment, so it walks only
+  // the range's mapping entries (8 bytes per block).
+  std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override;
   uint32_t erase_unit_blocks() const { return eu_blocks_; }
 
  private:

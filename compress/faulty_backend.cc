@@ -19,6 +19,7 @@ void FaultyBackend::Complete(IoCallback done, Status s) {
 
 Status FaultyBackend::CheckFaultLocked(bool is_read, bool is_write, Lba lba, uint64_t count) {
   if (crash_countdown_ > 0 && --crash_countdown_ == 0) CrashLocked(crash_seed_);
+  if (domain_ != nullptr && !crashed_ && domain_->Tick()) CrashLocked(domain_->seed());
   if (crashed_) return Status::Aborted(name() + ": device is powered off (crashed)");
   if (failed_) {
     ++stats_.injected_errors;
@@ -233,6 +234,11 @@ void FaultyBackend::CrashLocked(std::optional<uint64_t> seed) {
 void FaultyBackend::Restart() {
   std::lock_guard lock(mu_);
   crashed_ = false;
+}
+
+void FaultyBackend::JoinPowerDomain(PowerDomain* domain) {
+  std::lock_guard lock(mu_);
+  domain_ = domain;
 }
 
 bool FaultyBackend::crashed() const {

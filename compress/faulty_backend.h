@@ -21,6 +21,7 @@
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +43,36 @@ struct FaultStats {
   uint64_t dropped_blocks = 0;  // cached blocks lost to crashes
 };
 
+// Several FaultyBackends that lose power together: a crash armed on the domain happens as
+// its n-th operation (counted across all members) starts, and every member is then off.
+class PowerDomain {
+ public:
+  void CrashAfterOps(uint64_t n, std::optional<uint64_t> seed = std::nullopt) {
+    seed_ = seed;
+    countdown_.store(n);
+    cut_.store(false);
+  }
+  bool cut() const { return cut_.load(); }
+  std::optional<uint64_t> seed() const { return seed_; }
+  // Counts one operation; true once the power is cut.
+  bool Tick() {
+    uint64_t c = countdown_.load();
+    while (c > 0 && !countdown_.compare_exchange_weak(c, c - 1)) {
+    }
+    if (c == 1) cut_.store(true);
+    return cut_.load();
+  }
+  void Disarm() {
+    countdown_.store(0);
+    cut_.store(false);
+  }
+
+ private:
+  std::atomic<uint64_t> countdown_{0};
+  std::atomic<bool> cut_{false};
+  std::optional<uint64_t> seed_;
+};
+
 class FaultyBackend final : public Backend {
  public:
   enum OpMask : uint8_t { kReads = 1, kWrites = 2, kReadsAndWrites = 3 };
@@ -60,6 +91,9 @@ class FaultyBackend final : public Backend {
   size_t Poll(bool wait) override { return completions_.Poll(wait); }
   size_t in_flight() const override { return completions_.size(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
+  std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override {
+    return inner_.Usage(lba, count_blocks);
+  }
 
   void FailStop();
   void FailNthOp(uint64_t n);
@@ -78,6 +112,8 @@ class FaultyBackend final : public Backend {
   // Power back on: the device serves again, with only what reached the media.
   void Restart();
   bool crashed() const;
+  // Joins a power domain (not owned; must outlive the wrapper).
+  void JoinPowerDomain(PowerDomain* domain);
 
   uint64_t cached_blocks() const;
   FaultStats stats() const;
@@ -102,6 +138,7 @@ class FaultyBackend final : public Backend {
   uint64_t fail_countdown_ = 0;  // 0: off
   uint64_t crash_countdown_ = 0;  // 0: off
   std::optional<uint64_t> crash_seed_;
+  PowerDomain* domain_ = nullptr;
   struct RangeFault {
     uint64_t lba, count;
     OpMask ops;

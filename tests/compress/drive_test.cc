@@ -178,15 +178,15 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
     on_flash += n.second;
     ++mapped;
   }
-  RangeUsage u = m.drive().Usage(Lba(0), m.drive().capacity_blocks());
+  RangeUsage u = m.drive().Usage(Lba(0), m.drive().capacity_blocks()).value();
   EXPECT_EQ(u.stored_bytes, on_flash);
   EXPECT_EQ(u.mapped_blocks, mapped);
   EXPECT_EQ(mapped, 550u);
   EXPECT_EQ(m.drive().stats().live_bytes, on_flash);
   EXPECT_DOUBLE_EQ(u.ratio(), double(mapped * kBlockSize) / on_flash);
   // Per-range ratios follow the data: blocks 100..109 were written at 0..90%.
-  EXPECT_LT(m.drive().Usage(Lba(190), 1).ratio(), m.drive().Usage(Lba(199), 1).ratio());
-  EXPECT_EQ(m.drive().Usage(Lba(510), 10).ratio(), 0.0) << "trimmed range stores nothing";
+  EXPECT_LT(m.drive().Usage(Lba(190), 1)->ratio(), m.drive().Usage(Lba(199), 1)->ratio());
+  EXPECT_EQ(m.drive().Usage(Lba(510), 10)->ratio(), 0.0) << "trimmed range stores nothing";
 }
 
 TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {

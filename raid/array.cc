@@ -1,0 +1,902 @@
+#include "raid/array.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/crc32c.h"
+#include "raid/scheme.h"
+
+namespace eraid {
+
+using namespace raid_format;  // NOLINT: this file implements that format
+
+namespace {
+constexpr uint32_t kNoBatch = UINT32_MAX;
+uint64_t BitmapSlotLba(uint32_t slot, uint32_t segments) { return 2 + uint64_t{slot} * BitmapBlocks(segments); }
+uint64_t JournalLba(uint64_t seq, uint32_t segments) {
+  return 2 + 2ull * BitmapBlocks(segments) + seq % kJournalBlocks;
+}
+}  // namespace
+
+struct ElasticArray::Segment {
+  SegmentEntry entry;
+  bool open = false;
+  uint32_t frontier = 0;
+  std::vector<uint32_t> crc;   // per written position
+  std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
+  std::vector<bool> is_summary;
+  // Open segments only.
+  std::vector<std::byte> row_buf;  // the current row; zero beyond the frontier
+  uint32_t row = 0;                // which row row_buf holds
+  uint32_t row_synced = 0;         // positions of that row already on disk (via a flush)
+  uint32_t batch_pos = kNoBatch;   // summary position of the open batch
+  std::vector<SummaryEntry> batch;
+  std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush
+
+  void Reset() {
+    frontier = 0;
+    crc.clear();
+    tags.clear();
+    is_summary.clear();
+    row_buf.clear();
+    row = row_synced = 0;
+    batch_pos = kNoBatch;
+    batch.clear();
+    rows_to_unmirror.clear();
+  }
+};
+
+// Device access for the array: states, counters, and batches of operations submitted to
+// several devices at once. An I/O error fails the device (the array then persists it).
+class ElasticArray::Io {
+ public:
+  Io(std::vector<Backend*> devices, ArrayStats* stats) : devices_(std::move(devices)), stats_(stats) {
+    stats_->devices.resize(devices_.size());
+  }
+  uint32_t count() const { return static_cast<uint32_t>(devices_.size()); }
+  Backend* device(uint32_t d) const { return devices_[d]; }
+  void set_device(uint32_t d, Backend* b) { devices_[d] = b; }
+  DeviceState state(uint32_t d) const { return stats_->devices[d].state; }
+  void set_state(uint32_t d, DeviceState s) { stats_->devices[d].state = s; }
+  bool writable(uint32_t d) const { return state(d) != DeviceState::kFailed; }
+  bool readable(uint32_t d, uint32_t segment) const {
+    return state(d) == DeviceState::kOk || (state(d) == DeviceState::kRebuilding && segment < rebuild_cursor_);
+  }
+  uint32_t failed_count() const {
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < count(); ++d) n += state(d) != DeviceState::kOk;
+    return n;
+  }
+  void set_rebuild_cursor(uint32_t c) { rebuild_cursor_ = c; }
+  bool take_failures_changed() { return std::exchange(failures_changed_, false); }
+
+  void Fail(uint32_t d) {
+    if (state(d) == DeviceState::kFailed) return;
+    set_state(d, DeviceState::kFailed);
+    failures_changed_ = true;
+  }
+  void Note(uint32_t d, const Status& s) {
+    if (s.code() == StatusCode::kIoError || s.code() == StatusCode::kAborted) {
+      ++stats_->devices[d].errors;
+      Fail(d);
+    }
+  }
+
+  bool ReadBlock(uint32_t d, uint32_t segment, uint64_t lba, std::span<std::byte> out) {
+    if (!readable(d, segment)) return false;
+    ++stats_->devices[d].reads;
+    Status s = devices_[d]->Read(Lba(lba), out);
+    Note(d, s);
+    return s.ok();
+  }
+
+  // Writes to devices that are down are skipped: the array goes on degraded.
+  void Write(const std::vector<DeviceWrite>& writes) {
+    std::vector<Status> results(writes.size());
+    size_t pending = 0;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const DeviceWrite& w = writes[i];
+      if (!writable(w.device)) continue;
+      ++stats_->devices[w.device].writes;
+      ++pending;
+      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [&, i](Status s) {
+        results[i] = std::move(s);
+        --pending;
+      });
+    }
+    Drain(&pending);
+    for (size_t i = 0; i < writes.size(); ++i) Note(writes[i].device, results[i]);
+  }
+
+  void Trim(const std::vector<DeviceTrim>& trims) {
+    for (const DeviceTrim& t : trims) {
+      if (!writable(t.device)) continue;
+      ++stats_->devices[t.device].trims;
+      Note(t.device, devices_[t.device]->Trim(Lba(t.lba), t.count_blocks));
+    }
+  }
+
+  void FlashAllocAll(uint64_t lba, uint64_t count_blocks) {
+    for (uint32_t d = 0; d < count(); ++d) {
+      if (writable(d)) (void)devices_[d]->FlashAlloc(Lba(lba), count_blocks);  // a hint: unsupported is fine
+    }
+  }
+
+  void FlushAll() {
+    for (uint32_t d = 0; d < count(); ++d) {
+      if (writable(d)) Note(d, devices_[d]->Flush());
+    }
+  }
+
+ private:
+  void Drain(size_t* pending) {
+    while (*pending > 0) {
+      for (Backend* b : devices_) {
+        if (b->in_flight() > 0) b->Poll(false);
+      }
+      if (*pending > 0) {
+        for (Backend* b : devices_) {
+          if (b->in_flight() > 0) {
+            b->Poll(true);
+            break;
+          }
+        }
+      }
+    }
+  }
+
+  std::vector<Backend*> devices_;
+  ArrayStats* stats_;
+  uint32_t rebuild_cursor_ = 0;
+  bool failures_changed_ = false;
+};
+
+// ---------------------------------------------------------------- lifecycle
+
+ElasticArray::ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g, uint64_t array_id,
+                           const Clock& clock)
+    : geometry_(g), array_id_(array_id), clock_(clock), io_(std::make_unique<Io>(std::move(devices), &stats_)) {
+  segments_.resize(g.segments);
+  for (auto& s : segments_) s = std::make_unique<Segment>();
+}
+
+ElasticArray::~ElasticArray() = default;
+
+Result<std::unique_ptr<ElasticArray>> ElasticArray::Create(std::vector<Backend*> devices,
+                                                           const ArrayOptions& options,
+                                                           const Clock& clock) {
+  if (devices.size() < kMinDevices || devices.size() > kMaxDevices) {
+    return Status::InvalidArgument("an array needs 3..16 devices, got " + std::to_string(devices.size()));
+  }
+  uint64_t device_blocks = UINT64_MAX;
+  for (Backend* d : devices) device_blocks = std::min(device_blocks, d->capacity_blocks());
+  ERAID_ASSIGN_OR_RETURN(ArrayGeometry g,
+                         PlanGeometry(static_cast<uint32_t>(devices.size()), options.chunk_blocks,
+                                      options.rows_per_slot, device_blocks));
+  std::random_device rd;
+  uint64_t id = (uint64_t{rd()} << 32) | rd();
+  auto array = std::unique_ptr<ElasticArray>(new ElasticArray(std::move(devices), g, id | 1, clock));
+  std::lock_guard lock(array->mu_);
+  // Clear the metadata areas and every segment so nothing of an earlier array remains.
+  for (uint32_t d = 0; d < g.devices; ++d) {
+    Status s = array->io_->device(d)->Trim(Lba(0), g.device_blocks_needed());
+    if (!s.ok()) return s.WithContext("create: trim device " + std::to_string(d));
+  }
+  ERAID_RETURN_IF_ERROR(array->WriteSuperblocksLocked());
+  ERAID_RETURN_IF_ERROR(array->CheckpointBitmapLocked());
+  return array;
+}
+
+Status ElasticArray::WriteSuperblocksLocked() {
+  ++super_generation_;
+  std::vector<std::byte> block(kBlockSize);
+  Superblock sb;
+  sb.array_id = array_id_;
+  sb.generation = super_generation_;
+  sb.geometry = geometry_;
+  sb.device_blocks = geometry_.device_blocks_needed();
+  for (uint32_t d = 0; d < io_->count(); ++d) sb.states[d] = io_->state(d);
+  uint32_t written = 0;
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    if (!io_->writable(d)) continue;
+    sb.device_index = d;
+    EncodeSuperblock(sb, block);
+    Status s = io_->device(d)->Write(Lba(super_generation_ % 2), block);
+    if (s.ok()) s = io_->device(d)->Flush();
+    io_->Note(d, s);
+    written += s.ok();
+  }
+  if (io_->take_failures_changed()) return WriteSuperblocksLocked();  // record the new failure too
+  if (written + 1 < io_->count()) stats_.data_at_risk = true;
+  return written > 0 ? Status::Ok() : Status::IoError("no device accepted the superblock");
+}
+
+Status ElasticArray::CheckpointBitmapLocked() {
+  std::vector<SegmentEntry> entries(segments_.size());
+  for (size_t i = 0; i < segments_.size(); ++i) entries[i] = segments_[i]->entry;
+  std::vector<std::byte> buf(BlocksToBytes(BitmapBlocks(geometry_.segments)));
+  EncodeBitmap(journal_seq_, entries, buf);
+  checkpoint_slot_ ^= 1;
+  std::vector<DeviceWrite> writes;
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    writes.push_back({d, BitmapSlotLba(checkpoint_slot_, geometry_.segments), buf});
+  }
+  io_->Write(writes);
+  io_->FlushAll();
+  checkpoint_seq_ = journal_seq_;
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return Status::Ok();
+}
+
+Status ElasticArray::JournalLocked(uint32_t segment) {
+  // Keep the ring from overwriting records the newest checkpoint does not cover.
+  if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+  JournalRecord r{++journal_seq_, segment, segments_[segment]->entry};
+  std::vector<std::byte> block(kBlockSize);
+  EncodeJournal(r, block);
+  std::vector<DeviceWrite> writes;
+  for (uint32_t d = 0; d < io_->count(); ++d) writes.push_back({d, JournalLba(r.seq, geometry_.segments), block});
+  io_->Write(writes);
+  io_->FlushAll();  // the flip is durable before anything relies on it
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- open / recovery
+
+Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> devices, const Clock& clock) {
+  if (devices.size() < kMinDevices || devices.size() > kMaxDevices) {
+    return Status::InvalidArgument("an array needs 3..16 devices, got " + std::to_string(devices.size()));
+  }
+  // The newest valid superblock of each device; the newest of all defines the array.
+  std::vector<std::optional<Superblock>> supers(devices.size());
+  std::vector<std::byte> block(kBlockSize);
+  const Superblock* newest = nullptr;
+  std::string why;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    for (uint64_t slot = 0; slot < 2; ++slot) {
+      if (!devices[d]->Read(Lba(slot), block).ok()) continue;
+      auto sb = DecodeSuperblock(block);
+      if (!sb.ok()) {
+        why = sb.status().ToString();
+        continue;
+      }
+      if (!supers[d] || sb->generation > supers[d]->generation) supers[d] = *sb;
+    }
+    if (supers[d] && (!newest || supers[d]->generation > newest->generation)) newest = &*supers[d];
+  }
+  if (!newest) return Status::Corruption("no device holds a valid array superblock" + (why.empty() ? "" : " (" + why + ")"));
+  const Superblock top = *newest;
+  if (top.geometry.devices != devices.size()) {
+    return Status::InvalidArgument("the array has " + std::to_string(top.geometry.devices) +
+                                   " devices, " + std::to_string(devices.size()) + " were given");
+  }
+  auto array = std::unique_ptr<ElasticArray>(new ElasticArray(devices, top.geometry, top.array_id, clock));
+  array->super_generation_ = top.generation;
+  for (uint32_t d = 0; d < devices.size(); ++d) {
+    array->io_->set_state(d, top.states[d]);
+    if (top.states[d] == DeviceState::kRebuilding) array->io_->set_state(d, DeviceState::kFailed);
+    if (top.states[d] != DeviceState::kOk) continue;
+    if (!supers[d]) {
+      return Status::Corruption("device " + std::to_string(d) + " has no valid superblock; fail and replace it");
+    }
+    if (supers[d]->array_id != top.array_id) {
+      return Status::InvalidArgument("device " + std::to_string(d) + " belongs to another array");
+    }
+    if (supers[d]->device_index != d) {
+      return Status::InvalidArgument("device given at position " + std::to_string(d) + " is device " +
+                                     std::to_string(supers[d]->device_index) + " of the array");
+    }
+    if (devices[d]->capacity_blocks() < top.geometry.device_blocks_needed()) {
+      return Status::InvalidArgument("device " + std::to_string(d) + " is smaller than the array needs");
+    }
+  }
+  std::lock_guard lock(array->mu_);
+  ERAID_RETURN_IF_ERROR(array->RecoverLocked());
+  return array;
+}
+
+Status ElasticArray::RecoverLocked() {
+  const uint32_t nseg = geometry_.segments;
+  std::vector<SegmentEntry> best(nseg), entries(nseg);
+  uint64_t best_seq = 0;
+  bool found = false;
+  std::map<uint64_t, JournalRecord> records;
+  std::vector<std::byte> buf(BlocksToBytes(BitmapBlocks(nseg))), block(kBlockSize);
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    if (io_->state(d) != DeviceState::kOk) continue;
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+      if (!io_->device(d)->Read(Lba(BitmapSlotLba(slot, nseg)), buf).ok()) continue;
+      auto seq = DecodeBitmap(buf, &entries);
+      if (seq.ok() && (!found || *seq > best_seq)) {
+        best = entries;
+        best_seq = *seq;
+        found = true;
+        checkpoint_slot_ = slot;
+      }
+    }
+    for (uint32_t j = 0; j < kJournalBlocks; ++j) {
+      if (!io_->device(d)->Read(Lba(2 + 2ull * BitmapBlocks(nseg) + j), block).ok()) continue;
+      auto r = DecodeJournal(block);
+      if (r.ok() && r->segment < nseg) records.emplace(r->seq, *r);
+    }
+  }
+  if (!found) return Status::Corruption("no valid bitmap checkpoint on any healthy device");
+  journal_seq_ = checkpoint_seq_ = best_seq;
+  for (auto it = records.upper_bound(best_seq); it != records.end() && it->first == journal_seq_ + 1; ++it) {
+    best[it->second.segment] = it->second.entry;
+    journal_seq_ = it->first;
+  }
+  for (uint32_t s = 0; s < nseg; ++s) segments_[s]->entry = best[s];
+  for (uint32_t s = 0; s < nseg; ++s) ERAID_RETURN_IF_ERROR(RecoverSegmentLocked(s));
+  // Fold the replayed journal into a checkpoint, and record any device that failed here.
+  ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return Status::Ok();
+}
+
+Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
+  Segment& seg = *segments_[index];
+  seg.Reset();
+  if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
+  const SegmentId s(index);
+  const auto positions = static_cast<uint32_t>(geometry_.segment_positions());
+  std::vector<std::byte> block(kBlockSize);
+  uint32_t pos = 0;
+  while (pos < positions) {
+    Summary summary;
+    auto is_summary = [&](std::span<const std::byte> b) {
+      auto d = DecodeSummary(b);
+      if (!d.ok() || d->segment != index || d->generation != seg.entry.generation || d->position != pos) return false;
+      summary = std::move(d).value();
+      return true;
+    };
+    // The chain ends where no summary of this generation is found; that read is expected
+    // to fail and is not a loss, so its counters are put back.
+    ArrayStats saved = stats_;
+    if (!ReadVerifiedLocked(s, pos, block, is_summary, false).ok()) {
+      stats_.data_loss = saved.data_loss;
+      stats_.reconstructions = saved.reconstructions;
+      stats_.crc_mismatches = saved.crc_mismatches;
+      break;
+    }
+    const auto k = static_cast<uint32_t>(summary.entries.size());
+    if (pos + 1 + k > positions) break;
+    bool whole = true;
+    if (!seg.entry.sealed) {  // a batch after the last flush may be torn: check its data
+      std::vector<std::byte> data(kBlockSize);
+      for (uint32_t i = 0; i < k && whole; ++i) {
+        uint32_t want = summary.entries[i].crc;
+        whole = ReadVerifiedLocked(s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; }, false).ok();
+      }
+    }
+    if (!whole) break;
+    seg.crc.push_back(Crc32c(block));
+    seg.tags.emplace_back(0, 0);
+    seg.is_summary.push_back(true);
+    for (const SummaryEntry& e : summary.entries) {
+      seg.crc.push_back(e.crc);
+      seg.tags.emplace_back(e.tag_lba, e.tag_time);
+      seg.is_summary.push_back(false);
+    }
+    pos += 1 + k;
+  }
+  seg.frontier = pos;
+  if (seg.entry.sealed && pos < seg.entry.frontier) ++stats_.data_loss;  // summary chain broken
+  if (!seg.entry.sealed) return FinishRecoveredSegmentLocked(s);
+  return Status::Ok();
+}
+
+// A segment that was open at the crash: rewrite its rows from the verified blocks (zeros
+// beyond the frontier, over whatever unflushed writes left there), with full redundancy,
+// then seal it. Only these few segments are read whole at open.
+Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
+  Segment& seg = *segments_[s.value];
+  const Scheme& scheme = SchemeFor(seg.entry.scheme);
+  const uint64_t rb = geometry_.row_blocks();
+  const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+  std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+  for (uint32_t r = 0; r < rows; ++r) {
+    std::fill(row.begin(), row.end(), std::byte{0});
+    for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
+      auto pos = static_cast<uint32_t>(r * rb + i);
+      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
+      if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true).ok()) {
+        std::fill(out.begin(), out.end(), std::byte{0});
+      }
+    }
+    std::vector<DeviceWrite> writes;
+    scheme.RowWrites(geometry_, s, r, row, true, &scratch, &writes);
+    io_->Write(writes);
+  }
+  io_->FlushAll();
+  if (seg.entry.scheme == SegmentScheme::kRaid5) {
+    std::vector<DeviceTrim> trims;
+    SchemeFor(SegmentScheme::kRaid10).RedundancyTrims(geometry_, s, &trims);  // the partial-row mirrors
+    io_->Trim(trims);
+  }
+  seg.entry.sealed = true;
+  seg.entry.frontier = seg.frontier;
+  return JournalLocked(s.value);
+}
+
+// ---------------------------------------------------------------- segments
+
+Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
+  if (scheme == SegmentScheme::kFree) return Status::InvalidArgument("a segment opens as raid5 or raid10");
+  std::lock_guard lock(mu_);
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = *segments_[i];
+    if (seg.entry.scheme != SegmentScheme::kFree) continue;
+    seg.Reset();
+    seg.entry = SegmentEntry{scheme, false, 0, journal_seq_ + 1};
+    ERAID_RETURN_IF_ERROR(JournalLocked(i));
+    seg.open = true;
+    seg.row_buf.assign(BlocksToBytes(geometry_.row_blocks()), std::byte{0});
+    io_->FlashAllocAll(geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks());
+    return SegmentId(i);
+  }
+  return Status::NoSpace("no free segment");
+}
+
+uint32_t ElasticArray::Remaining(SegmentId s) const {
+  std::lock_guard lock(mu_);
+  const Segment& seg = *segments_.at(s.value);
+  if (!seg.open) return 0;
+  uint64_t left = geometry_.segment_positions() - seg.frontier;
+  if (seg.batch_pos == kNoBatch) left = left > 0 ? left - 1 : 0;
+  return static_cast<uint32_t>(left);
+}
+
+Status ElasticArray::CloseBatchLocked(uint32_t index) {
+  Segment& seg = *segments_[index];
+  if (seg.batch_pos == kNoBatch) return Status::Ok();
+  Summary summary{index, seg.entry.generation, seg.batch_pos, seg.batch};
+  const uint64_t rel = seg.batch_pos - uint64_t{seg.row} * geometry_.row_blocks();
+  std::span<std::byte> out(seg.row_buf.data() + BlocksToBytes(rel), kBlockSize);
+  EncodeSummary(summary, out);
+  seg.crc[seg.batch_pos] = Crc32c(out);
+  seg.batch_pos = kNoBatch;
+  seg.batch.clear();
+  return Status::Ok();
+}
+
+Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
+                                      uint64_t tag_time) {
+  if (block.size() != kBlockSize) return Status::InvalidArgument("append takes one 4 KiB block");
+  std::lock_guard lock(mu_);
+  if (s.value >= segments_.size() || !segments_[s.value]->open) {
+    return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not open");
+  }
+  Segment& seg = *segments_[s.value];
+  const uint64_t rb = geometry_.row_blocks();
+  const uint64_t positions = geometry_.segment_positions();
+  const Scheme& scheme = SchemeFor(seg.entry.scheme);
+  auto row_full = [&] { return seg.frontier == (uint64_t{seg.row} + 1) * rb; };
+  auto write_row = [&]() -> Status {
+    ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
+    std::vector<std::byte> scratch;
+    std::vector<DeviceWrite> writes;
+    scheme.RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
+    io_->Write(writes);
+    if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
+    ++seg.row;
+    seg.row_synced = 0;
+    std::fill(seg.row_buf.begin(), seg.row_buf.end(), std::byte{0});
+    return Status::Ok();
+  };
+  while (seg.batch_pos == kNoBatch) {
+    if (seg.frontier + 2 > positions) return Status::NoSpace("segment full");
+    seg.batch_pos = seg.frontier++;
+    seg.crc.push_back(0);
+    seg.tags.emplace_back(0, 0);
+    seg.is_summary.push_back(true);
+    if (row_full()) ERAID_RETURN_IF_ERROR(write_row());  // the summary took the row's last slot
+  }
+  const uint32_t pos = seg.frontier++;
+  std::memcpy(seg.row_buf.data() + BlocksToBytes(pos - uint64_t{seg.row} * rb), block.data(), kBlockSize);
+  const uint32_t crc = Crc32c(block);
+  seg.crc.push_back(crc);
+  seg.tags.emplace_back(tag_lba, tag_time);
+  seg.is_summary.push_back(false);
+  seg.batch.push_back({tag_lba, tag_time, crc});
+  if (seg.batch.size() == kSummaryCapacity) ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
+  if (row_full()) ERAID_RETURN_IF_ERROR(write_row());
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return pos;
+}
+
+Status ElasticArray::FlushLocked() {
+  std::vector<std::vector<DeviceTrim>> unmirror;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = *segments_[i];
+    if (!seg.open) continue;
+    ERAID_RETURN_IF_ERROR(CloseBatchLocked(i));
+    // The partial row's new blocks go to both slots: durable and redundant, no parity yet.
+    const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
+    std::vector<DeviceWrite> writes;
+    for (uint64_t pos = row_start + seg.row_synced; pos < seg.frontier; ++pos) {
+      std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+      Place p = geometry_.Primary(SegmentId(i), pos), m = geometry_.Mirror(SegmentId(i), pos);
+      writes.push_back({p.device, p.lba, data});
+      writes.push_back({m.device, m.lba, data});
+      if (seg.entry.scheme == SegmentScheme::kRaid5) ++stats_.mirrored_partial_blocks;
+    }
+    io_->Write(writes);
+    seg.row_synced = static_cast<uint32_t>(seg.frontier - row_start);
+    if (!seg.rows_to_unmirror.empty()) {
+      std::vector<DeviceTrim> trims;
+      for (uint32_t row : seg.rows_to_unmirror) {
+        for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
+          Place m = geometry_.Mirror(SegmentId(i), geometry_.PositionOf(row, j, 0));
+          trims.push_back({m.device, m.lba, geometry_.chunk_blocks});
+        }
+      }
+      unmirror.push_back(std::move(trims));
+      seg.rows_to_unmirror.clear();
+    }
+  }
+  io_->FlushAll();
+  // Parity of those rows is durable now: their slot-2 copies can go.
+  for (const auto& trims : unmirror) io_->Trim(trims);
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  if (io_->failed_count() >= io_->count()) return Status::IoError("every device has failed");
+  return Status::Ok();
+}
+
+Status ElasticArray::Flush() {
+  std::lock_guard lock(mu_);
+  return FlushLocked();
+}
+
+Status ElasticArray::SealLocked(SegmentId s) {
+  Segment& seg = *segments_[s.value];
+  if (!seg.open) return Status::Ok();
+  ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
+  const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
+  if (seg.frontier > row_start && seg.entry.scheme == SegmentScheme::kRaid5) {
+    // The last row, padded with zeros, gets its parity like any full row.
+    std::vector<std::byte> scratch;
+    std::vector<DeviceWrite> writes;
+    SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
+    io_->Write(writes);
+    if (seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
+    seg.row_synced = static_cast<uint32_t>(seg.frontier - row_start);
+  }
+  ERAID_RETURN_IF_ERROR(FlushLocked());  // RAID10's partial row is written (both copies) here
+  seg.open = false;
+  seg.row_buf.clear();
+  seg.row_buf.shrink_to_fit();
+  seg.entry.sealed = true;
+  seg.entry.frontier = seg.frontier;
+  return JournalLocked(s.value);
+}
+
+Status ElasticArray::Seal(SegmentId s) {
+  std::lock_guard lock(mu_);
+  if (s.value >= segments_.size() || segments_[s.value]->entry.scheme == SegmentScheme::kFree) {
+    return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not in use");
+  }
+  return SealLocked(s);
+}
+
+Status ElasticArray::Free(SegmentId s) {
+  std::lock_guard lock(mu_);
+  if (s.value >= segments_.size()) return Status::InvalidArgument("no such segment");
+  Segment& seg = *segments_[s.value];
+  if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
+  // Flip first: once FREE is durable, nothing reads the segment; the trims only give
+  // the space back (and, with FlashAlloc, end the segment's dedicated erase units).
+  seg.entry = SegmentEntry{};
+  seg.open = false;
+  seg.Reset();
+  ERAID_RETURN_IF_ERROR(JournalLocked(s.value));
+  std::vector<DeviceTrim> trims;
+  for (uint32_t d = 0; d < geometry_.devices; ++d) {
+    trims.push_back({d, geometry_.SegmentStart(s), geometry_.segment_span_blocks()});
+  }
+  io_->Trim(trims);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- reads
+
+Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
+                                        const std::function<bool(std::span<const std::byte>)>& valid,
+                                        bool repair) {
+  Segment& seg = *segments_[s.value];
+  const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
+  if (seg.open && pos >= row_start) {
+    std::memcpy(out.data(), seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+    return Status::Ok();
+  }
+  Place p = geometry_.Primary(s, pos);
+  bool mismatch = false;
+  if (io_->ReadBlock(p.device, s.value, p.lba, out)) {
+    if (valid(out)) return Status::Ok();
+    mismatch = true;
+    ++stats_.crc_mismatches;
+  }
+  BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
+    return io_->ReadBlock(d, s.value, lba, b);
+  };
+  if (SchemeFor(seg.entry.scheme).ReadAlternative(geometry_, s, pos, reader, valid, out)) {
+    ++stats_.reconstructions;
+    if (mismatch && repair && io_->writable(p.device)) {
+      io_->Write({{p.device, p.lba, out}});
+      ++stats_.repairs;
+    }
+    return Status::Ok();
+  }
+  ++stats_.data_loss;
+  return Status::DataLoss("segment " + std::to_string(s.value) + " position " + std::to_string(pos) +
+                          ": no copy matches its CRC");
+}
+
+Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> out) {
+  if (out.size() != kBlockSize) return Status::InvalidArgument("read takes one 4 KiB block");
+  std::lock_guard lock(mu_);
+  if (s.value >= segments_.size() || position >= segments_[s.value]->frontier) {
+    return Status::InvalidArgument("segment " + std::to_string(s.value) + " position " +
+                                   std::to_string(position) + " was never written");
+  }
+  const uint32_t want = segments_[s.value]->crc[position];
+  Status st = ReadVerifiedLocked(s, position, out, [&](auto b) { return Crc32c(b) == want; }, true);
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return st;
+}
+
+void ElasticArray::ForEachBlock(
+    const std::function<void(SegmentId, uint32_t, uint64_t, uint64_t)>& fn) const {
+  std::lock_guard lock(mu_);
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment& seg = *segments_[i];
+    for (uint32_t pos = 0; pos < seg.frontier; ++pos) {
+      if (!seg.is_summary[pos]) fn(SegmentId(i), pos, seg.tags[pos].first, seg.tags[pos].second);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- conversion
+
+Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
+  if (to == SegmentScheme::kFree) return Status::InvalidArgument("convert to raid5 or raid10");
+  std::lock_guard lock(mu_);
+  if (s.value >= segments_.size()) return Status::InvalidArgument("no such segment");
+  Segment& seg = *segments_[s.value];
+  if (seg.entry.scheme == SegmentScheme::kFree) return Status::InvalidArgument("segment is free");
+  if (seg.open) return Status::Busy("segment is open; seal it first");
+  const SegmentScheme from = seg.entry.scheme;
+  if (from == to) return Status::Ok();
+  // 1. Build the new redundancy beside the old, from verified data.
+  const uint64_t rb = geometry_.row_blocks();
+  const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+  std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+  for (uint32_t r = 0; r < rows; ++r) {
+    std::fill(row.begin(), row.end(), std::byte{0});
+    for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
+      auto pos = static_cast<uint32_t>(r * rb + i);
+      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
+      ERAID_RETURN_IF_ERROR(
+          ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true)
+              .WithContext("convert"));
+    }
+    std::vector<DeviceWrite> writes;
+    SchemeFor(to).RowWrites(geometry_, s, r, row, false, &scratch, &writes);
+    io_->Write(writes);
+    for (const auto& w : writes) stats_.conversion_bytes += w.data.size();
+  }
+  // 2. Durable before the flip; 3. flip (journalled, flushed); 4. drop the old.
+  io_->FlushAll();
+  seg.entry.scheme = to;
+  ERAID_RETURN_IF_ERROR(JournalLocked(s.value));
+  std::vector<DeviceTrim> trims;
+  SchemeFor(from).RedundancyTrims(geometry_, s, &trims);
+  io_->Trim(trims);
+  ++(to == SegmentScheme::kRaid10 ? stats_.conversions_to_raid10 : stats_.conversions_to_raid5);
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- failure and rebuild
+
+Status ElasticArray::FailDevice(uint32_t device) {
+  std::lock_guard lock(mu_);
+  if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+  io_->Fail(device);
+  io_->take_failures_changed();
+  return WriteSuperblocksLocked();
+}
+
+Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec,
+                             const std::function<void(const RebuildProgress&)>& progress) {
+  RebuildProgress prog;
+  uint64_t start_ns = clock_.NowNanos();
+  {
+    std::lock_guard lock(mu_);
+    if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+    if (fresh->capacity_blocks() < geometry_.device_blocks_needed()) {
+      return Status::InvalidArgument("replacement is smaller than the array's devices");
+    }
+    for (uint32_t d = 0; d < io_->count(); ++d) {
+      if (d != device && io_->state(d) != DeviceState::kOk) {
+        return Status::Busy("device " + std::to_string(d) + " is not healthy; one rebuild at a time");
+      }
+    }
+    ERAID_RETURN_IF_ERROR(fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
+    io_->set_device(device, fresh);
+    io_->set_state(device, DeviceState::kRebuilding);
+    io_->set_rebuild_cursor(0);
+    ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+    ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+    prog.segments_total = geometry_.segments;
+  }
+  const uint64_t rb = geometry_.row_blocks();
+  for (uint32_t i = 0; i < geometry_.segments; ++i) {
+    {
+      std::lock_guard lock(mu_);  // segment by segment: user I/O interleaves between them
+      if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
+      Segment& seg = *segments_[i];
+      const SegmentId s(i);
+      if (seg.entry.scheme != SegmentScheme::kFree) {
+        io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
+        const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
+        std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+        for (uint32_t r = 0; r < done_rows; ++r) {
+          std::fill(row.begin(), row.end(), std::byte{0});
+          for (uint64_t j = 0; j < rb && r * rb + j < seg.frontier; ++j) {
+            auto pos = static_cast<uint32_t>(r * rb + j);
+            std::span<std::byte> out(row.data() + BlocksToBytes(j), kBlockSize);
+            ERAID_RETURN_IF_ERROR(ReadVerifiedLocked(s, pos, out,
+                                                     [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, false)
+                                      .WithContext("rebuild"));
+          }
+          std::vector<DeviceWrite> writes, mine;
+          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch, &writes);
+          for (const auto& w : writes) {
+            if (w.device == device) mine.push_back(w);
+          }
+          io_->Write(mine);
+          for (const auto& w : mine) prog.bytes_written += w.data.size();
+        }
+        if (seg.open && seg.row_synced > 0) {  // the flushed part of the open row, both copies
+          const uint64_t row_start = uint64_t{seg.row} * rb;
+          std::vector<DeviceWrite> mine;
+          for (uint64_t pos = row_start; pos < row_start + seg.row_synced; ++pos) {
+            std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+            for (Place p : {geometry_.Primary(s, pos), geometry_.Mirror(s, pos)}) {
+              if (p.device == device) mine.push_back({p.device, p.lba, data});
+            }
+          }
+          io_->Write(mine);
+        }
+      }
+      io_->set_rebuild_cursor(i + 1);
+      prog.segments_done = i + 1;
+      if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+    }
+    if (progress) progress(prog);
+    if (rate_bytes_per_sec > 0) {
+      uint64_t due_ns = start_ns + prog.bytes_written * 1'000'000'000ull / rate_bytes_per_sec;
+      uint64_t now = clock_.NowNanos();
+      if (due_ns > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due_ns - now));
+    }
+  }
+  std::lock_guard lock(mu_);
+  io_->FlushAll();
+  if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
+  io_->set_state(device, DeviceState::kOk);
+  return WriteSuperblocksLocked();
+}
+
+Result<ScrubReport> ElasticArray::Scrub() {
+  std::lock_guard lock(mu_);
+  ScrubReport report;
+  const ArrayStats before = stats_;
+  const uint64_t rb = geometry_.row_blocks();
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = *segments_[i];
+    if (seg.entry.scheme == SegmentScheme::kFree || seg.open) continue;
+    const SegmentId s(i);
+    ++report.segments;
+    const Scheme& scheme = SchemeFor(seg.entry.scheme);
+    const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+    std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+    for (uint32_t r = 0; r < rows; ++r) {
+      std::fill(row.begin(), row.end(), std::byte{0});
+      bool readable = true;
+      for (uint64_t j = 0; j < rb && r * rb + j < seg.frontier; ++j) {
+        auto pos = static_cast<uint32_t>(r * rb + j);
+        ++report.blocks_checked;
+        std::span<std::byte> out(row.data() + BlocksToBytes(j), kBlockSize);
+        if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true).ok()) {
+          readable = false;
+        }
+      }
+      if (!readable) continue;
+      BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
+        return io_->ReadBlock(d, s.value, lba, b);
+      };
+      if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
+        ++(seg.entry.scheme == SegmentScheme::kRaid5 ? report.parity_mismatches : report.mirror_mismatches);
+        std::vector<DeviceWrite> writes;
+        scheme.RowWrites(geometry_, s, r, row, false, &scratch, &writes);
+        io_->Write(writes);
+        ++report.repaired;
+      }
+    }
+  }
+  io_->FlushAll();
+  report.crc_mismatches = stats_.crc_mismatches - before.crc_mismatches;
+  report.repaired += stats_.repairs - before.repairs;
+  report.unrepairable = stats_.data_loss - before.data_loss;
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return report;
+}
+
+// ---------------------------------------------------------------- statistics
+
+ArrayStats ElasticArray::stats() const {
+  std::lock_guard lock(mu_);
+  ArrayStats s = stats_;
+  s.segments = geometry_.segments;
+  s.free_segments = s.raid5_segments = s.raid10_segments = 0;
+  s.user_blocks = s.raid10_user_blocks = 0;
+  for (const auto& seg : segments_) {
+    switch (seg->entry.scheme) {
+      case SegmentScheme::kFree: ++s.free_segments; continue;
+      case SegmentScheme::kRaid5: ++s.raid5_segments; break;
+      case SegmentScheme::kRaid10: ++s.raid10_segments; break;
+    }
+    uint64_t data = std::count(seg->is_summary.begin(), seg->is_summary.end(), false);
+    s.user_blocks += data;
+    if (seg->entry.scheme == SegmentScheme::kRaid10) s.raid10_user_blocks += data;
+  }
+  uint32_t down = io_->failed_count();
+  s.degraded = down > 0;
+  s.data_at_risk = down > 1;
+  return s;
+}
+
+SegmentInfo ElasticArray::segment_info(SegmentId s) const {
+  std::lock_guard lock(mu_);
+  SegmentInfo info;
+  const Segment& seg = *segments_.at(s.value);
+  info.scheme = seg.entry.scheme;
+  info.open = seg.open;
+  info.sealed = seg.entry.sealed;
+  info.frontier = seg.frontier;
+  if (seg.entry.scheme == SegmentScheme::kFree) return info;
+  RangeUsage data, parity, all;
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    if (!io_->writable(d)) continue;
+    auto u = io_->device(d)->Usage(Lba(geometry_.SegmentStart(s)), geometry_.segment_span_blocks());
+    if (!u) return info;  // devices that cannot tell
+    all.mapped_blocks += u->mapped_blocks;
+    all.stored_bytes += u->stored_bytes;
+  }
+  for (uint32_t row = 0; row < geometry_.rows_per_slot; ++row) {
+    for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
+      Place p = geometry_.Primary(s, geometry_.PositionOf(row, j, 0));
+      if (!io_->writable(p.device)) continue;
+      auto u = io_->device(p.device)->Usage(Lba(p.lba), geometry_.chunk_blocks);
+      data.mapped_blocks += u->mapped_blocks;
+      data.stored_bytes += u->stored_bytes;
+    }
+    Place q = geometry_.Parity(s, row, 0);
+    if (seg.entry.scheme == SegmentScheme::kRaid5 && io_->writable(q.device)) {
+      auto u = io_->device(q.device)->Usage(Lba(q.lba), geometry_.chunk_blocks);
+      parity.mapped_blocks += u->mapped_blocks;
+      parity.stored_bytes += u->stored_bytes;
+    }
+  }
+  info.alpha_usr = data.ratio();
+  info.alpha_pty = parity.ratio();
+  info.physical_bytes = all.stored_bytes;
+  return info;
+}
+
+}  // namespace eraid

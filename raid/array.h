@@ -1,0 +1,170 @@
+// ElasticArray: n+1 Backends as one array of elastic segments, each protected as RAID5
+// or RAID10, recorded in a crash-safe bitmap, convertible both ways while the array
+// serves, and readable with any one device missing.
+//
+// The log above uses it as a segment store:
+//   AllocateSegment(scheme) -> Append(block, tags)* -> Seal -> ... -> Free
+// Append returns the block's position in the segment. Positions are also used by the
+// array's own summary blocks (one ahead of each batch of appended blocks), which record
+// every block's CRC32C and the two tag words the caller passes (user LBA, write time);
+// after a restart, ForEachBlock() hands those back so the log can rebuild its map.
+//
+// Redundancy and durability (docs/raid.md):
+//   - RAID5 parity is written only over full rows (a sealed segment's last row is padded
+//     with zeros), so there is no write hole. Blocks of a partial row that a Flush() must
+//     make durable are mirrored into slot-2, as RAID10 would place them, until the row's
+//     parity is durable.
+//   - Every read is checked against its CRC; a mismatch or a failed device is answered
+//     from the mirror or by XOR of the row, checked again, repaired in place when the
+//     device is healthy, and counted. A block no copy of which matches is DataLoss.
+//   - Conversion never updates in place: build the other redundancy, flush, flip the
+//     bitmap (journalled on every device), then trim the old redundancy.
+//   - A device that returns an error is failed: the others' superblocks record it and
+//     the array runs degraded. Replace() rebuilds a new device online, segment by segment.
+//
+// Thread-safety: all public methods may be called from any thread; they serialise on one
+// array lock (segment-granular locking is future work, see docs/raid.md).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/clock.h"
+#include "compress/backend.h"
+#include "raid/geometry.h"
+#include "raid/metadata.h"
+
+namespace eraid {
+
+using raid_format::DeviceState;
+using raid_format::SegmentScheme;
+
+struct ArrayOptions {
+  uint32_t chunk_blocks = 16;    // 64 KiB
+  uint32_t rows_per_slot = 16;   // a segment = 16 rows: 3 MiB of data with n = 3
+  bool flashalloc = true;        // call FlashAlloc on every device when a segment opens
+};
+
+struct DeviceStats {
+  DeviceState state = DeviceState::kOk;
+  uint64_t reads = 0, writes = 0, trims = 0, errors = 0;
+};
+
+struct ArrayStats {
+  uint32_t segments = 0, free_segments = 0, raid5_segments = 0, raid10_segments = 0;
+  uint64_t user_blocks = 0;         // data positions written in non-free segments
+  uint64_t raid10_user_blocks = 0;
+  uint64_t reconstructions = 0;     // reads answered from redundancy
+  uint64_t crc_mismatches = 0;      // reads whose first copy failed its CRC
+  uint64_t repairs = 0;             // blocks rewritten in place after a mismatch
+  uint64_t data_loss = 0;           // reads no copy of which matched
+  uint64_t conversions_to_raid10 = 0, conversions_to_raid5 = 0, conversion_bytes = 0;
+  uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
+  bool degraded = false;            // some device failed or rebuilding
+  bool data_at_risk = false;        // more devices failed than redundancy covers
+  std::vector<DeviceStats> devices;
+};
+
+struct SegmentInfo {
+  SegmentScheme scheme = SegmentScheme::kFree;
+  bool open = false, sealed = false;
+  uint32_t frontier = 0;        // positions written
+  // From the drives, where they can tell (0 otherwise): compression of the data chunks
+  // and of the parity chunks (RAID5) of this segment.
+  double alpha_usr = 0, alpha_pty = 0;
+  uint64_t physical_bytes = 0;  // stored bytes of the segment on all devices
+};
+
+struct ScrubReport {
+  uint64_t segments = 0, blocks_checked = 0;
+  uint64_t crc_mismatches = 0, parity_mismatches = 0, mirror_mismatches = 0;
+  uint64_t repaired = 0, unrepairable = 0;
+};
+
+struct RebuildProgress {
+  uint32_t segments_done = 0, segments_total = 0;
+  uint64_t bytes_written = 0;
+};
+
+class ElasticArray {
+ public:
+  // Writes a new array over `devices` (not owned; they must outlive the array).
+  static Result<std::unique_ptr<ElasticArray>> Create(std::vector<Backend*> devices,
+                                                      const ArrayOptions& options,
+                                                      const Clock& clock = SystemClock::Default());
+  // Opens an existing array: superblocks, bitmap (checkpoint + journal), then every
+  // segment's summaries; segments left open by a crash are completed and sealed.
+  static Result<std::unique_ptr<ElasticArray>> Open(std::vector<Backend*> devices,
+                                                    const Clock& clock = SystemClock::Default());
+  ~ElasticArray();
+
+  const ArrayGeometry& geometry() const { return geometry_; }
+  uint64_t array_id() const { return array_id_; }
+
+  // Opens a free segment in `scheme` (the lowest-numbered free one); NoSpace if none.
+  Result<SegmentId> AllocateSegment(SegmentScheme scheme);
+  // Appends one block; returns its position. NoSpace when the segment is full.
+  Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
+                          uint64_t tag_time);
+  // Data blocks that still fit in an open segment.
+  uint32_t Remaining(SegmentId s) const;
+  Status Seal(SegmentId s);
+  Status Free(SegmentId s);
+  Status Read(SegmentId s, uint32_t position, std::span<std::byte> out);
+  // Makes every block appended so far durable.
+  Status Flush();
+
+  // Every data block of every non-free segment, with its tags (after Open: as recovered).
+  void ForEachBlock(const std::function<void(SegmentId, uint32_t position, uint64_t tag_lba,
+                                             uint64_t tag_time)>& fn) const;
+
+  // Converts a sealed segment. A no-op if it already has that scheme.
+  Status Convert(SegmentId s, SegmentScheme to);
+
+  Status FailDevice(uint32_t device);
+  // Rebuilds `fresh` as device `device`, online, segment by segment. `rate_bytes_per_sec`
+  // (0 = unlimited) caps the rebuild's writes; `progress` is called after each segment.
+  Status Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec = 0,
+                 const std::function<void(const RebuildProgress&)>& progress = nullptr);
+  Result<ScrubReport> Scrub();
+
+  ArrayStats stats() const;
+  SegmentInfo segment_info(SegmentId s) const;
+
+  struct Segment;  // public for the scheme implementations (raid/scheme.h)
+  class Io;
+
+ private:
+  ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g, uint64_t array_id,
+               const Clock& clock);
+
+  Status WriteSuperblocksLocked();
+  Status JournalLocked(uint32_t segment);
+  Status CheckpointBitmapLocked();
+  Status RecoverLocked();
+  Status RecoverSegmentLocked(uint32_t s);
+  Status FlushLocked();
+  // Writes the open batch's summary into the row buffer.
+  Status CloseBatchLocked(uint32_t index);
+  Status ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
+                            const std::function<bool(std::span<const std::byte>)>& valid,
+                            bool repair);
+  Status SealLocked(SegmentId s);
+  Status FinishRecoveredSegmentLocked(SegmentId s);
+
+  ArrayGeometry geometry_;
+  uint64_t array_id_ = 0;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  ArrayStats stats_;  // before io_, which keeps the per-device part of it
+  std::unique_ptr<Io> io_;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  uint64_t super_generation_ = 0;
+  uint64_t journal_seq_ = 0;       // last journal record written
+  uint64_t checkpoint_seq_ = 0;    // journal seq the newest bitmap checkpoint covers
+  uint32_t checkpoint_slot_ = 0;
+};
+
+}  // namespace eraid

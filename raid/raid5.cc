@@ -1,0 +1,95 @@
+// RAID5: n data chunks and one rotating parity chunk per row, in slot-1; slot-2 empty
+// except for the mirrored copies of a partial row that a flush made durable before the
+// row's parity existed (array.cc keeps them until the parity is durable).
+#include <cstring>
+
+#include "raid/scheme.h"
+#include "raid/xor.h"
+
+namespace eraid {
+namespace {
+
+class Raid5 final : public Scheme {
+ public:
+  raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid5; }
+
+  void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
+                 bool with_data, std::vector<std::byte>* scratch,
+                 std::vector<DeviceWrite>* out) const override {
+    const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
+    const uint32_t n = g.data_devices();
+    if (with_data) {
+      for (uint32_t j = 0; j < n; ++j) {
+        Place p = g.Primary(s, g.PositionOf(row, j, 0));
+        out->push_back({p.device, p.lba, row_data.subspan(j * chunk_bytes, chunk_bytes)});
+      }
+    }
+    scratch->resize(chunk_bytes);
+    std::vector<const std::byte*> srcs(n);
+    for (uint32_t j = 0; j < n; ++j) srcs[j] = row_data.data() + j * chunk_bytes;
+    XorBlocks(srcs, scratch->data(), chunk_bytes);
+    Place p = g.Parity(s, row, 0);
+    out->push_back({p.device, p.lba, *scratch});
+  }
+
+  bool ReadAlternative(const ArrayGeometry& g, SegmentId s, uint64_t pos, const BlockReader& read,
+                       const BlockCheck& check, std::span<std::byte> out) const override {
+    // 1. XOR of the other n-1 data blocks and the parity block at the same offset.
+    const uint32_t row = g.RowOf(pos);
+    const uint64_t off = pos % g.chunk_blocks;
+    const uint32_t me = static_cast<uint32_t>((pos % g.row_blocks()) / g.chunk_blocks);
+    std::vector<std::byte> blocks(BlocksToBytes(g.data_devices()));
+    std::vector<const std::byte*> srcs;
+    bool all = true;
+    for (uint32_t j = 0; j < g.data_devices() && all; ++j) {
+      if (j == me) continue;
+      Place p = g.Primary(s, g.PositionOf(row, j, off));
+      std::span<std::byte> b(blocks.data() + BlocksToBytes(srcs.size()), kBlockSize);
+      all = read(p.device, p.lba, b);
+      srcs.push_back(b.data());
+    }
+    if (all) {
+      Place p = g.Parity(s, row, off);
+      std::span<std::byte> b(blocks.data() + BlocksToBytes(srcs.size()), kBlockSize);
+      if (read(p.device, p.lba, b)) {
+        srcs.push_back(b.data());
+        XorBlocks(srcs, out.data(), kBlockSize);
+        if (check(out)) return true;
+      }
+    }
+    // 2. A partial row's mirror, if a flush left one.
+    Place m = g.Mirror(s, pos);
+    return read(m.device, m.lba, out) && check(out);
+  }
+
+  void RedundancyTrims(const ArrayGeometry& g, SegmentId s, std::vector<DeviceTrim>* out) const override {
+    for (uint32_t row = 0; row < g.rows_per_slot; ++row) {
+      Place p = g.Parity(s, row, 0);
+      out->push_back({p.device, p.lba, g.chunk_blocks});
+    }
+  }
+
+  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
+                        const BlockReader& read) const override {
+    const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
+    std::vector<std::byte> parity(chunk_bytes), stored(kBlockSize);
+    std::vector<const std::byte*> srcs;
+    for (uint32_t j = 0; j < g.data_devices(); ++j) srcs.push_back(row_data.data() + j * chunk_bytes);
+    XorBlocks(srcs, parity.data(), chunk_bytes);
+    for (uint64_t off = 0; off < g.chunk_blocks; ++off) {
+      Place p = g.Parity(s, row, off);
+      if (!read(p.device, p.lba, stored)) continue;  // parity device down: nothing to compare
+      if (std::memcmp(stored.data(), parity.data() + BlocksToBytes(off), kBlockSize) != 0) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+const Scheme& Raid5Scheme() {
+  static const Raid5 scheme;
+  return scheme;
+}
+
+}  // namespace eraid

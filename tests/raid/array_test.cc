@@ -1,0 +1,355 @@
+// The elastic array against a model (segment, position) -> bytes: every geometry in a
+// sweep of devices 3..8 x chunk sizes x both schemes, with each device failed in turn
+// (by command and by I/O errors), degraded writes, replace + rebuild, scrub, reopen,
+// conversions both ways, and bit rot in data, parity, mirror copies and summaries.
+#include "raid/array.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "common/data_gen.h"
+#include "compress/compressed_drive.h"
+#include "compress/faulty_backend.h"
+#include "compress/mem_backend.h"
+
+namespace eraid {
+namespace {
+
+using Block = std::vector<std::byte>;
+
+struct Rig {
+  std::vector<std::unique_ptr<MemBackend>> media;
+  std::vector<std::unique_ptr<FaultyBackend>> faulty;
+  std::vector<std::unique_ptr<MemBackend>> spares;
+  std::vector<Backend*> devs;
+  std::unique_ptr<ElasticArray> array;
+  std::map<std::pair<uint32_t, uint32_t>, Block> model;
+  std::mt19937_64 rng;
+
+  Rig(uint32_t devices, uint32_t chunk, uint32_t rows, uint64_t device_blocks, uint64_t seed) : rng(seed) {
+    for (uint32_t d = 0; d < devices; ++d) {
+      media.push_back(std::make_unique<MemBackend>(device_blocks));
+      faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
+      devs.push_back(faulty.back().get());
+    }
+    ArrayOptions o;
+    o.chunk_blocks = chunk;
+    o.rows_per_slot = rows;
+    auto a = ElasticArray::Create(devs, o);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    array = std::move(a).value();
+  }
+  Block RandomBlock() {
+    Block b(kBlockSize);
+    FillBlockWithCompressibility(b, static_cast<uint32_t>(rng() % 80), rng);
+    return b;
+  }
+  // Appends up to `n` blocks to `s` (stops when full); returns how many went in.
+  uint32_t Fill(SegmentId s, uint32_t n, bool flush_sometimes = true) {
+    uint32_t done = 0;
+    for (; done < n && array->Remaining(s) > 0; ++done) {
+      Block b = RandomBlock();
+      auto pos = array->Append(s, b, s.value * 100000ull + done, done);
+      EXPECT_TRUE(pos.ok()) << pos.status().ToString();
+      if (!pos.ok()) return done;
+      model[{s.value, *pos}] = b;
+      if (flush_sometimes && rng() % 16 == 0) {
+        EXPECT_TRUE(array->Flush().ok());
+      }
+    }
+    return done;
+  }
+  void VerifyAll(const std::string& when) {
+    Block back(kBlockSize);
+    for (const auto& [key, data] : model) {
+      Status s = array->Read(SegmentId(key.first), key.second, back);
+      ASSERT_TRUE(s.ok()) << when << ": segment " << key.first << " pos " << key.second << ": " << s.ToString();
+      ASSERT_EQ(back, data) << when << ": segment " << key.first << " pos " << key.second;
+    }
+  }
+  void Reopen() {
+    array.reset();
+    auto a = ElasticArray::Open(devs);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    array = std::move(a).value();
+  }
+};
+
+struct Shape {
+  uint32_t devices, chunk;
+  SegmentScheme scheme;
+};
+
+class ArraySweep : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
+  const Shape shape = GetParam();
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  // -1: healthy run; then each device in turn (even: I/O errors, odd: by command).
+  for (int failed = -1; failed < static_cast<int>(shape.devices); ++failed) {
+    SCOPED_TRACE("failed device " + std::to_string(failed));
+    Rig rig(shape.devices, shape.chunk, 2, 4096, seed + failed);
+    const uint32_t per_segment = static_cast<uint32_t>(rig.array->geometry().segment_positions());
+    std::vector<SegmentId> segs;
+    for (int i = 0; i < 3; ++i) segs.push_back(rig.array->AllocateSegment(shape.scheme).value());
+    // Interleaved appends, so rows of different segments fill at different times.
+    for (uint32_t b = 0; b < per_segment; b += 5) {
+      for (SegmentId s : segs) rig.Fill(s, 5);
+    }
+    ASSERT_TRUE(rig.array->Seal(segs[0]).ok());
+    ASSERT_TRUE(rig.array->Seal(segs[1]).ok());
+    ASSERT_TRUE(rig.array->Flush().ok());
+    rig.VerifyAll("healthy");
+    if (failed < 0) {
+      rig.Reopen();
+      rig.VerifyAll("reopened");
+      continue;
+    }
+    const auto f = static_cast<uint32_t>(failed);
+    if (f % 2 == 0) {
+      rig.faulty[f]->FailStop();  // the array finds out from the errors
+    } else {
+      ASSERT_TRUE(rig.array->FailDevice(f).ok());
+    }
+    rig.VerifyAll("degraded");
+    EXPECT_TRUE(rig.array->stats().degraded);
+    EXPECT_EQ(rig.array->stats().devices[f].state, DeviceState::kFailed);
+    // Degraded writes: the open segment goes on, and a new one is written and sealed.
+    SegmentId extra = rig.array->AllocateSegment(shape.scheme).value();
+    rig.Fill(extra, per_segment / 2);
+    rig.Fill(segs[2], per_segment);
+    ASSERT_TRUE(rig.array->Seal(extra).ok());
+    ASSERT_TRUE(rig.array->Flush().ok());
+    rig.VerifyAll("degraded writes");
+    // Replace and rebuild online, with progress reported per segment.
+    rig.spares.push_back(std::make_unique<MemBackend>(4096));
+    uint32_t reports = 0;
+    ASSERT_TRUE(rig.array->Replace(f, rig.spares.back().get(), 0, [&](const RebuildProgress&) { ++reports; }).ok());
+    EXPECT_EQ(reports, rig.array->geometry().segments);
+    EXPECT_FALSE(rig.array->stats().degraded);
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->crc_mismatches, 0u);
+    EXPECT_EQ(scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
+    EXPECT_EQ(scrub->unrepairable, 0u);
+    // The rebuilt device really holds its share: lose another one and read everything.
+    rig.devs[f] = rig.spares.back().get();
+    ASSERT_TRUE(rig.array->FailDevice((f + 1) % shape.devices).ok());
+    rig.VerifyAll("after rebuild, another device failed");
+    rig.Reopen();
+    rig.VerifyAll("reopened degraded");
+  }
+}
+
+std::vector<Shape> Shapes() {
+  std::vector<Shape> v;
+  for (uint32_t d = 3; d <= 8; ++d) {
+    for (uint32_t c : {1u, 4u, 16u}) {
+      for (auto s : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) v.push_back({d, c, s});
+    }
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, ArraySweep, ::testing::ValuesIn(Shapes()), [](const auto& info) {
+  return std::to_string(info.param.devices) + "dev_chunk" + std::to_string(info.param.chunk) + "_" +
+         raid_format::SchemeName(info.param.scheme);
+});
+
+TEST(ArrayTest, ConversionsBothWaysKeepDataAndRedundancy) {
+  Rig rig(4, 4, 4, 4096, 77);
+  std::vector<SegmentId> segs;
+  for (int i = 0; i < 4; ++i) {
+    segs.push_back(rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value());
+    rig.Fill(segs.back(), 1000);
+    ASSERT_TRUE(rig.array->Seal(segs.back()).ok());
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (SegmentId s : segs) {
+      SegmentScheme to = rig.array->segment_info(s).scheme == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10
+                                                                                      : SegmentScheme::kRaid5;
+      ASSERT_TRUE(rig.array->Convert(s, to).ok());
+      EXPECT_EQ(rig.array->segment_info(s).scheme, to);
+    }
+    rig.VerifyAll("after conversions");
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->parity_mismatches + scrub->mirror_mismatches + scrub->crc_mismatches, 0u);
+  }
+  EXPECT_EQ(rig.array->stats().conversions_to_raid10, 6u);
+  EXPECT_EQ(rig.array->stats().conversions_to_raid5, 6u);
+  // Each scheme's redundancy is really there: every single device can go.
+  for (uint32_t d = 0; d < 4; ++d) {
+    rig.Reopen();
+    rig.faulty[d]->FailStop();
+    rig.VerifyAll("device " + std::to_string(d) + " down after conversions");
+    rig.faulty[d]->ClearFaults();
+    ASSERT_TRUE(rig.array->Replace(d, rig.faulty[d].get()).ok());
+  }
+  // An open segment is not converted.
+  SegmentId open = rig.array->AllocateSegment(SegmentScheme::kRaid5).value();
+  EXPECT_EQ(rig.array->Convert(open, SegmentScheme::kRaid10).code(), StatusCode::kBusy);
+}
+
+TEST(ArrayTest, DegradedReadAmplification) {
+  // RAID5 reconstructs from n other blocks; RAID10 from 1.
+  for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    Rig rig(4, 4, 4, 4096, 3);
+    SegmentId s = rig.array->AllocateSegment(scheme).value();
+    rig.Fill(s, 10000, false);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    ASSERT_TRUE(rig.array->FailDevice(1).ok());
+    uint64_t before = 0, lost_reads = 0;
+    for (const auto& d : rig.array->stats().devices) before += d.reads;
+    Block back(kBlockSize);
+    for (const auto& [key, data] : rig.model) {
+      if (rig.array->geometry().Primary(s, key.second).device != 1) continue;
+      ASSERT_TRUE(rig.array->Read(s, key.second, back).ok());
+      ++lost_reads;
+    }
+    uint64_t after = 0;
+    for (const auto& d : rig.array->stats().devices) after += d.reads;
+    double amplification = double(after - before) / lost_reads;
+    std::printf("%s: %.2f device reads per read of a lost block\n", raid_format::SchemeName(scheme), amplification);
+    EXPECT_DOUBLE_EQ(amplification, scheme == SegmentScheme::kRaid5 ? 3.0 : 1.0);
+  }
+}
+
+// Bit rot in every kind of stored block is detected by CRC and repaired, never returned.
+TEST(ArrayTest, BitFlipsInDataParityMirrorAndSummaryAreRepaired) {
+  for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    Rig rig(5, 4, 4, 4096, 9);
+    const ArrayGeometry& g = rig.array->geometry();
+    SegmentId s = rig.array->AllocateSegment(scheme).value();
+    rig.Fill(s, 10000, false);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    auto pos_of_data = rig.model.begin()->first.second;  // first data block (position 1)
+    // Data primary copy.
+    Place p = g.Primary(s, pos_of_data);
+    ASSERT_TRUE(rig.faulty[p.device]->FlipBit(Lba(p.lba), 100).ok());
+    Block back(kBlockSize);
+    ASSERT_TRUE(rig.array->Read(s, pos_of_data, back).ok());
+    EXPECT_EQ(back, rig.model.begin()->second);
+    EXPECT_EQ(rig.array->stats().crc_mismatches, 1u);
+    EXPECT_EQ(rig.array->stats().repairs, 1u);
+    // Redundancy: parity (RAID5) or a mirror copy (RAID10), found by scrub.
+    Place r = scheme == SegmentScheme::kRaid5 ? g.Parity(s, 1, 2) : g.Mirror(s, 7);
+    ASSERT_TRUE(rig.faulty[r.device]->FlipBit(Lba(r.lba), 5).ok());
+    // A summary block (position 0) and another data block's primary.
+    Place sum = g.Primary(s, 0);
+    ASSERT_TRUE(rig.faulty[sum.device]->FlipBit(Lba(sum.lba), 4000).ok());
+    Place q = g.Primary(s, 20);
+    ASSERT_TRUE(rig.faulty[q.device]->FlipBit(Lba(q.lba), 7).ok());
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->crc_mismatches, 2u) << raid_format::SchemeName(scheme);
+    EXPECT_EQ(scrub->parity_mismatches + scrub->mirror_mismatches, 1u);
+    EXPECT_EQ(scrub->unrepairable, 0u);
+    auto again = rig.array->Scrub();
+    EXPECT_EQ(again->crc_mismatches + again->parity_mismatches + again->mirror_mismatches, 0u);
+    rig.VerifyAll("after repairs");
+    rig.Reopen();  // the repaired summary is read at open
+    rig.VerifyAll("reopened after repairs");
+  }
+}
+
+TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
+  Rig rig(4, 4, 2, 8192, 12);
+  std::vector<SegmentId> segs;
+  for (int i = 0; i < 40; ++i) {  // more changes than the journal ring holds
+    SegmentId s = rig.array->AllocateSegment(SegmentScheme::kRaid5).value();
+    rig.Fill(s, 3, false);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid10).ok());
+    }
+    segs.push_back(s);
+  }
+  for (int i = 0; i < 40; i += 4) {
+    ASSERT_TRUE(rig.array->Free(segs[static_cast<size_t>(i)]).ok());
+    std::erase_if(rig.model, [&](const auto& kv) { return kv.first.first == segs[static_cast<size_t>(i)].value; });
+  }
+  std::map<uint32_t, SegmentScheme> schemes;
+  for (uint32_t i = 0; i < rig.array->geometry().segments; ++i) schemes[i] = rig.array->segment_info(SegmentId(i)).scheme;
+  rig.Reopen();
+  for (auto [i, scheme] : schemes) EXPECT_EQ(rig.array->segment_info(SegmentId(i)).scheme, scheme) << "segment " << i;
+  rig.VerifyAll("reopened");
+  size_t blocks = 0;
+  rig.array->ForEachBlock([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t) {
+    ++blocks;
+    EXPECT_TRUE(rig.model.count({s.value, pos}));
+    EXPECT_EQ(lba / 100000, s.value) << "tags come back";
+  });
+  EXPECT_EQ(blocks, rig.model.size());
+}
+
+TEST(ArrayTest, CompressionRatiosFromTheDrives) {
+  std::vector<std::unique_ptr<MemBackend>> flash;
+  std::vector<std::unique_ptr<CompressedDrive>> drives;
+  std::vector<Backend*> devs;
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.max_flashalloc_ranges = 4;
+  for (int d = 0; d < 4; ++d) {
+    flash.push_back(std::make_unique<MemBackend>(8192));
+    drives.push_back(std::move(CompressedDrive::Format(*flash.back(), o)).value());
+    devs.push_back(drives.back().get());
+  }
+  ArrayOptions ao;
+  ao.chunk_blocks = 4;
+  ao.rows_per_slot = 4;
+  auto array = std::move(ElasticArray::Create(devs, ao)).value();
+  SegmentId s = array->AllocateSegment(SegmentScheme::kRaid5).value();
+  std::mt19937_64 rng(1);
+  Block b(kBlockSize);
+  Block tmp(kBlockSize);
+  while (array->Remaining(s) > 0) {
+    // Redundancy at a different offset in every block, as in real files: XOR of such
+    // blocks loses most of it (the paper's observation, section 3.3).
+    FillBlockWithCompressibility(tmp, 75, rng);
+    size_t shift = rng() % kBlockSize;
+    std::rotate_copy(tmp.begin(), tmp.begin() + static_cast<long>(shift), tmp.end(), b.begin());
+    ASSERT_TRUE(array->Append(s, b, 0, 0).ok());
+  }
+  ASSERT_TRUE(array->Seal(s).ok());
+  SegmentInfo info = array->segment_info(s);
+  std::printf("alpha_usr %.2f alpha_pty %.2f\n", info.alpha_usr, info.alpha_pty);
+  EXPECT_GT(info.alpha_usr, 2.5) << "75% compressible data";
+  EXPECT_LT(info.alpha_pty, info.alpha_usr / 2) << "parity of independent random data compresses worse";
+  EXPECT_GT(info.physical_bytes, 0u);
+}
+
+TEST(ArrayTest, BadInputAndForeignDevices) {
+  Rig rig(4, 4, 2, 4096, 1);
+  Block b(kBlockSize);
+  EXPECT_EQ(rig.array->Append(SegmentId(0), b, 0, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.array->Read(SegmentId(0), 0, b).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.array->AllocateSegment(SegmentScheme::kFree).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.array->FailDevice(9).code(), StatusCode::kInvalidArgument);
+  // Devices in the wrong order, too few, or from another array.
+  rig.array.reset();
+  std::vector<Backend*> swapped = rig.devs;
+  std::swap(swapped[0], swapped[1]);
+  EXPECT_EQ(ElasticArray::Open(swapped).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ElasticArray::Open({rig.devs[0], rig.devs[1], rig.devs[2]}).status().code(), StatusCode::kInvalidArgument);
+  Rig other(4, 4, 2, 4096, 2);
+  std::vector<Backend*> mixed = rig.devs;
+  mixed[2] = other.devs[2];
+  auto r = ElasticArray::Open(mixed);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("another array"), std::string::npos) << r.status().ToString();
+  std::vector<std::unique_ptr<MemBackend>> blank;
+  std::vector<Backend*> blanks;
+  for (int i = 0; i < 4; ++i) {
+    blank.push_back(std::make_unique<MemBackend>(4096));
+    blanks.push_back(blank.back().get());
+  }
+  EXPECT_EQ(ElasticArray::Open(blanks).status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace eraid
