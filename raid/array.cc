@@ -343,7 +343,10 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
   seg.Reset();
   if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
   const SegmentId s(index);
-  const auto positions = static_cast<uint32_t>(geometry_.segment_positions());
+  // A sealed segment's journalled frontier bounds its chain: bytes beyond it (a torn
+  // batch that recovery once cut off) must never be adopted later.
+  const auto positions = seg.entry.sealed ? seg.entry.frontier
+                                          : static_cast<uint32_t>(geometry_.segment_positions());
   std::vector<std::byte> block(kBlockSize);
   uint32_t pos = 0;
   while (pos < positions) {
@@ -412,6 +415,17 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
     scheme.RowWrites(geometry_, s, r, row, true, &scratch, &writes);
     io_->Write(writes);
   }
+  // Rows past the frontier may hold what a torn batch left: clear both slots of them.
+  if (rows < geometry_.rows_per_slot) {
+    std::vector<DeviceTrim> trims;
+    const uint64_t unused = uint64_t{geometry_.rows_per_slot - rows} * geometry_.chunk_blocks;
+    for (uint32_t d = 0; d < geometry_.devices; ++d) {
+      trims.push_back({d, geometry_.SegmentStart(s) + uint64_t{rows} * geometry_.chunk_blocks, unused});
+      trims.push_back({d, geometry_.SegmentStart(s) + uint64_t{geometry_.rows_per_slot + rows} * geometry_.chunk_blocks,
+                       unused});
+    }
+    io_->Trim(trims);
+  }
   io_->FlushAll();
   if (seg.entry.scheme == SegmentScheme::kRaid5) {
     std::vector<DeviceTrim> trims;
@@ -432,6 +446,14 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     Segment& seg = *segments_[i];
     if (seg.entry.scheme != SegmentScheme::kFree) continue;
     seg.Reset();
+    // Start from zeros on every device: a crash may have dropped the trims of the
+    // segment's last Free, and a short last row must not meet stale blocks. The journal
+    // write's flush makes these trims durable.
+    std::vector<DeviceTrim> trims;
+    for (uint32_t d = 0; d < geometry_.devices; ++d) {
+      trims.push_back({d, geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks()});
+    }
+    io_->Trim(trims);
     seg.entry = SegmentEntry{scheme, false, 0, journal_seq_ + 1};
     ERAID_RETURN_IF_ERROR(JournalLocked(i));
     seg.open = true;
@@ -822,6 +844,10 @@ Result<ScrubReport> ElasticArray::Scrub() {
       };
       if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
         ++(seg.entry.scheme == SegmentScheme::kRaid5 ? report.parity_mismatches : report.mirror_mismatches);
+        if (report.findings.size() < 16) {
+          report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) + ": " +
+                                    SchemeName(seg.entry.scheme) + " redundancy disagrees with the data");
+        }
         std::vector<DeviceWrite> writes;
         scheme.RowWrites(geometry_, s, r, row, false, &scratch, &writes);
         io_->Write(writes);

@@ -81,6 +81,7 @@ struct ScrubReport {
   uint64_t segments = 0, blocks_checked = 0;
   uint64_t crc_mismatches = 0, parity_mismatches = 0, mirror_mismatches = 0;
   uint64_t repaired = 0, unrepairable = 0;
+  std::vector<std::string> findings;  // the first few, "segment S row R: what"
 };
 
 struct RebuildProgress {
