@@ -29,7 +29,7 @@ struct ElasticArray::Segment {
   std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
   std::vector<bool> is_summary;
   // Open segments only.
-  std::vector<std::byte> row_buf;  // the current row; zero beyond the frontier
+  AlignedBuffer row_buf;  // the current row; zero beyond the frontier
   uint32_t row = 0;                // which row row_buf holds
   uint32_t row_synced = 0;         // positions of that row already on disk (via a flush)
   uint32_t batch_pos = kNoBatch;   // summary position of the open batch
@@ -401,7 +401,7 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
   const Scheme& scheme = SchemeFor(seg.entry.scheme);
   const uint64_t rb = geometry_.row_blocks();
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
-  std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+  AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
     std::fill(row.begin(), row.end(), std::byte{0});
     for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
@@ -500,7 +500,7 @@ Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> bl
   auto row_full = [&] { return seg.frontier == (uint64_t{seg.row} + 1) * rb; };
   auto write_row = [&]() -> Status {
     ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
-    std::vector<std::byte> scratch;
+    AlignedBuffer scratch;
     std::vector<DeviceWrite> writes;
     scheme.RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
     io_->Write(writes);
@@ -581,7 +581,7 @@ Status ElasticArray::SealLocked(SegmentId s) {
   const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
   if (seg.frontier > row_start && seg.entry.scheme == SegmentScheme::kRaid5) {
     // The last row, padded with zeros, gets its parity like any full row.
-    std::vector<std::byte> scratch;
+    AlignedBuffer scratch;
     std::vector<DeviceWrite> writes;
     SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
     io_->Write(writes);
@@ -696,7 +696,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   // 1. Build the new redundancy beside the old, from verified data.
   const uint64_t rb = geometry_.row_blocks();
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
-  std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+  AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
     std::fill(row.begin(), row.end(), std::byte{0});
     for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
@@ -766,7 +766,7 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
       if (seg.entry.scheme != SegmentScheme::kFree) {
         io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
         const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
-        std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+        AlignedBuffer row(BlocksToBytes(rb)), scratch;
         for (uint32_t r = 0; r < done_rows; ++r) {
           std::fill(row.begin(), row.end(), std::byte{0});
           for (uint64_t j = 0; j < rb && r * rb + j < seg.frontier; ++j) {
@@ -826,7 +826,7 @@ Result<ScrubReport> ElasticArray::Scrub() {
     ++report.segments;
     const Scheme& scheme = SchemeFor(seg.entry.scheme);
     const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
-    std::vector<std::byte> row(BlocksToBytes(rb)), scratch;
+    AlignedBuffer row(BlocksToBytes(rb)), scratch;
     for (uint32_t r = 0; r < rows; ++r) {
       std::fill(row.begin(), row.end(), std::byte{0});
       bool readable = true;

@@ -12,7 +12,7 @@ class Raid10 final : public Scheme {
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid10; }
 
   void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
-                 bool with_data, std::vector<std::byte>*, std::vector<DeviceWrite>* out) const override {
+                 bool with_data, AlignedBuffer*, std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     for (uint32_t j = 0; j < g.data_devices(); ++j) {
       uint64_t pos = g.PositionOf(row, j, 0);

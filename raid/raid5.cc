@@ -14,7 +14,7 @@ class Raid5 final : public Scheme {
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid5; }
 
   void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
-                 bool with_data, std::vector<std::byte>* scratch,
+                 bool with_data, AlignedBuffer* scratch,
                  std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     const uint32_t n = g.data_devices();
@@ -38,7 +38,7 @@ class Raid5 final : public Scheme {
     const uint32_t row = g.RowOf(pos);
     const uint64_t off = pos % g.chunk_blocks;
     const uint32_t me = static_cast<uint32_t>((pos % g.row_blocks()) / g.chunk_blocks);
-    std::vector<std::byte> blocks(BlocksToBytes(g.data_devices()));
+    AlignedBuffer blocks(BlocksToBytes(g.data_devices()));
     std::vector<const std::byte*> srcs;
     bool all = true;
     for (uint32_t j = 0; j < g.data_devices() && all; ++j) {
@@ -72,7 +72,8 @@ class Raid5 final : public Scheme {
   bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
                         const BlockReader& read) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
-    std::vector<std::byte> parity(chunk_bytes), stored(kBlockSize);
+    AlignedBuffer parity(chunk_bytes);
+    std::vector<std::byte> stored(kBlockSize);
     std::vector<const std::byte*> srcs;
     for (uint32_t j = 0; j < g.data_devices(); ++j) srcs.push_back(row_data.data() + j * chunk_bytes);
     XorBlocks(srcs, parity.data(), chunk_bytes);

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "common/aligned_buffer.h"
 #include "raid/geometry.h"
 #include "raid/metadata.h"
 
@@ -45,7 +46,7 @@ class Scheme {
   // into `scratch`, which must outlive the writes.
   virtual void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row,
                          std::span<const std::byte> row_data, bool with_data,
-                         std::vector<std::byte>* scratch, std::vector<DeviceWrite>* out) const = 0;
+                         AlignedBuffer* scratch, std::vector<DeviceWrite>* out) const = 0;
 
   // Recovers position `pos` without its primary copy, trying each copy this scheme can
   // offer (and, for RAID5, a partial row's slot-2 mirror) until `check` accepts one.

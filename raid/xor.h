@@ -1,6 +1,6 @@
 // Parity: XOR of n equal-length buffers, with ISA-L's xor_gen where the buffers allow it
-// (32-byte aligned, length a multiple of 32) and a plain loop otherwise. XorReference is
-// the plain loop, kept to test against.
+// (32-byte aligned, length a multiple of 32) and a word-wise loop otherwise.
+// XorReference is a plain byte loop, kept to test both against.
 //
 // Thread-safety: pure functions.
 #pragma once
