@@ -12,6 +12,7 @@ set_target_properties(eraid::isal PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES ${ISAL_INCLUDE_DIR})
 
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)
 if(ERAID_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

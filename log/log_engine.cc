@@ -1,0 +1,257 @@
+#include "log/log_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/types.h"
+
+namespace eraid {
+
+namespace {
+constexpr uint32_t kSlotBits = 24;
+constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
+inline uint64_t Pack(uint32_t index, uint32_t slot) { return (uint64_t{index} + 1) << kSlotBits | slot; }
+inline uint32_t IndexOf(uint64_t e) { return static_cast<uint32_t>((e >> kSlotBits) - 1); }
+inline uint32_t SlotOf(uint64_t e) { return static_cast<uint32_t>(e & kSlotMask); }
+}  // namespace
+
+Result<Selection> ParseSelection(const std::string& s) {
+  if (s == "greedy") return Selection::kGreedy;
+  if (s == "cost-benefit" || s == "costbenefit" || s == "cb") return Selection::kCostBenefit;
+  return Status::InvalidArgument("selection must be greedy or cost-benefit, got '" + s + "'");
+}
+
+struct LogEngine::Segment {
+  uint64_t id;           // creation order
+  uint64_t handle;       // the store's
+  uint32_t cls;
+  bool sealed = false;
+  uint64_t created_time;        // user time when opened
+  uint64_t modified_us = 0;     // timestamp of the last append
+  uint32_t n_invalid = 0;
+  std::vector<Slot> slots;
+  std::vector<uint32_t> positions;  // store positions, when they differ from slots
+};
+
+LogEngine::LogEngine(const EngineOptions& options, Placement& placement, SegmentStore& store)
+    : options_(options), placement_(placement), store_(store), open_(placement.classes()) {
+  stats_.user_per_class.assign(placement.classes(), 0);
+  stats_.gc_per_class.assign(placement.classes(), 0);
+  for (uint32_t c = 0; c < placement.classes(); ++c) {
+    Status s = OpenSegment(c);
+    (void)s;  // a store that cannot open its first segments fails on first use instead
+  }
+}
+
+LogEngine::~LogEngine() = default;
+
+uint32_t LogEngine::TieOrder(uint64_t id) const {
+  auto h = static_cast<uint32_t>(id ^ (id >> 32));
+  h ^= h >> 16;
+  return h & static_cast<uint32_t>(hash_capacity_ - 1);
+}
+
+PlacementContext LogEngine::Context() const {
+  return {now_, timestamp_us_, n_blocks_ - n_invalid_sealed_, options_.segment_blocks};
+}
+
+Status LogEngine::OpenSegment(uint32_t cls) {
+  ERAID_ASSIGN_OR_RETURN(uint64_t handle, store_.Open(cls));
+  uint32_t index;
+  if (!free_indices_.empty()) {
+    index = free_indices_.back();
+    free_indices_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(segments_.size());
+    segments_.emplace_back();
+  }
+  auto seg = std::make_unique<Segment>();
+  seg->id = next_id_++;
+  seg->handle = handle;
+  seg->cls = cls;
+  seg->created_time = now_;
+  if (!store_.has_data()) seg->slots.reserve(options_.segment_blocks);
+  segments_[index] = std::move(seg);
+  open_[cls] = index;
+  if (++hash_size_ > hash_capacity_ * 3 / 4) hash_capacity_ *= 2;
+  ++stats_.live_segments;
+  return Status::Ok();
+}
+
+Status LogEngine::SealSegment(uint32_t cls) {
+  Segment& seg = *segments_[open_[cls]];
+  ERAID_RETURN_IF_ERROR(store_.Seal(seg.handle));
+  seg.sealed = true;
+  n_invalid_sealed_ += seg.n_invalid;
+  return OpenSegment(cls);
+}
+
+void LogEngine::Invalidate(uint64_t lba) {
+  if (lba >= map_.size() || map_[lba] == 0) return;
+  Segment& seg = *segments_[IndexOf(map_[lba])];
+  ++seg.n_invalid;
+  if (seg.sealed) ++n_invalid_sealed_;
+  map_[lba] = 0;
+  --stats_.valid_blocks;
+}
+
+Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
+  const uint32_t index = open_[cls];
+  Segment& seg = *segments_[index];
+  ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, lba, user_time, data));
+  const auto slot = static_cast<uint32_t>(seg.slots.size());
+  seg.slots.push_back({lba, user_time});
+  if (store_.has_data()) seg.positions.push_back(position);
+  seg.modified_us = timestamp_us_;
+  if (lba >= map_.size()) map_.resize(std::max<uint64_t>(lba + 1, map_.size() * 3 / 2 + 4096), 0);
+  map_[lba] = Pack(index, slot);
+  ++stats_.valid_blocks;
+  if (store_.Full(seg.handle, static_cast<uint32_t>(seg.slots.size()))) ERAID_RETURN_IF_ERROR(SealSegment(cls));
+  return Status::Ok();
+}
+
+Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data) {
+  if (store_.has_data() && data.size() != BlocksToBytes(blocks)) {
+    return Status::InvalidArgument("write data does not match its block count");
+  }
+  timestamp_us_ = timestamp_us;
+  placement_.OnRequest(lba, blocks, Context());
+  for (uint32_t i = 0; i < blocks; ++i) {
+    ++now_;
+    Invalidate(lba + i);
+    const uint32_t cls = placement_.UserWrite(lba + i, Context());
+    ++stats_.user_blocks;
+    ++stats_.user_per_class[cls];
+    ERAID_RETURN_IF_ERROR(AppendBlock(cls, lba + i, now_,
+                                      data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
+  }
+  n_blocks_ += blocks;  // counted per request, as the reference simulator does
+  if (n_blocks_ > 0 && static_cast<double>(n_invalid_sealed_) / static_cast<double>(n_blocks_) > options_.gp_threshold) {
+    return CollectGarbage();
+  }
+  return Status::Ok();
+}
+
+Status LogEngine::Trim(uint64_t lba, uint32_t blocks) {
+  for (uint32_t i = 0; i < blocks; ++i) Invalidate(lba + i);
+  return Status::Ok();
+}
+
+Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
+  if (lba >= map_.size() || map_[lba] == 0) {
+    std::memset(out.data(), 0, out.size());
+    return Status::Ok();
+  }
+  const Segment& seg = *segments_[IndexOf(map_[lba])];
+  return store_.Read(seg.handle, seg.positions[SlotOf(map_[lba])], out);
+}
+
+Status LogEngine::Flush() { return store_.Flush(); }
+
+Status LogEngine::CollectGarbage() {
+  // Candidates, best first; ties in the order the reference simulator's HashMap iterates.
+  const double now_us = static_cast<double>(timestamp_us_);
+  struct Candidate {
+    double score;
+    uint32_t order;
+    uint64_t id;
+    uint32_t index;
+  };
+  std::vector<Candidate> candidates;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment* seg = segments_[i].get();
+    if (!seg || !seg->sealed || seg->n_invalid == 0) continue;
+    const double gp = double(seg->n_invalid) / double(seg->slots.size());
+    if (gp < options_.gp_threshold) continue;
+    double score = gp;
+    if (options_.selection == Selection::kCostBenefit) {
+      const double u = 1.0 - gp;
+      score = u == 0.0 ? std::numeric_limits<double>::max()
+                       : (1.0 - u) / u * std::sqrt(now_us - static_cast<double>(seg->modified_us));
+    }
+    candidates.push_back({score, TieOrder(seg->id), seg->id, i});
+  }
+  if (candidates.empty()) return Status::Ok();
+  const size_t k = std::min<size_t>(options_.segments_per_gc, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(),
+                    [](const Candidate& a, const Candidate& b) {
+                      if (a.score != b.score) return a.score > b.score;
+                      if (a.order != b.order) return a.order < b.order;
+                      return a.id < b.id;
+                    });
+  ++stats_.gc_operations;
+  for (size_t v = 0; v < k; ++v) {
+    const uint32_t index = candidates[v].index;
+    Segment& victim = *segments_[index];
+    if (options_.keep_victim_gps) stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
+    placement_.SegmentCollected(victim.cls, victim.created_time, Context());
+    for (uint32_t slot = 0; slot < victim.slots.size(); ++slot) {
+      const Slot s = victim.slots[slot];
+      if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) continue;  // garbage
+      std::span<const std::byte> data;
+      if (store_.has_data()) {
+        gc_buf_.resize(kBlockSize);
+        ERAID_RETURN_IF_ERROR(store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
+        data = gc_buf_;
+      }
+      const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
+      ++stats_.gc_blocks;
+      ++stats_.gc_per_class[cls];
+      --stats_.valid_blocks;  // AppendBlock counts it again
+      ERAID_RETURN_IF_ERROR(AppendBlock(cls, s.lba, s.user_time, data));
+      ++n_blocks_;
+    }
+  }
+  for (size_t v = 0; v < k; ++v) {
+    const uint32_t index = candidates[v].index;
+    Segment& victim = *segments_[index];
+    ERAID_RETURN_IF_ERROR(store_.Free(victim.handle));
+    n_blocks_ -= victim.slots.size();
+    n_invalid_sealed_ -= victim.n_invalid;
+    segments_[index].reset();
+    free_indices_.push_back(index);
+    --hash_size_;
+    --stats_.live_segments;
+    ++stats_.segments_collected;
+  }
+  return Status::Ok();
+}
+
+int LogEngine::ClassOf(uint64_t lba) const {
+  if (lba >= map_.size() || map_[lba] == 0) return -1;
+  return static_cast<int>(segments_[IndexOf(map_[lba])]->cls);
+}
+
+Status LogEngine::CheckInvariants() const {
+  uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment* seg = segments_[i].get();
+    if (!seg) continue;
+    uint32_t live = 0;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      uint64_t lba = seg->slots[slot].lba;
+      live += lba < map_.size() && map_[lba] == Pack(i, slot);
+    }
+    if (seg->n_invalid != seg->slots.size() - live) {
+      return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " + std::to_string(seg->n_invalid) +
+                                " but " + std::to_string(seg->slots.size() - live) + " slots unmapped");
+    }
+    blocks += seg->slots.size();
+    if (seg->sealed) invalid_sealed += seg->n_invalid;
+    valid += live;
+  }
+  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+    if (map_[lba] == 0) continue;
+    const Segment* seg = segments_[IndexOf(map_[lba])].get();
+    if (!seg || SlotOf(map_[lba]) >= seg->slots.size() || seg->slots[SlotOf(map_[lba])].lba != lba) {
+      return Status::Corruption("lba " + std::to_string(lba) + " maps to a slot holding another block");
+    }
+  }
+  if (blocks != n_blocks_) return Status::Corruption("n_blocks " + std::to_string(n_blocks_) + " != " + std::to_string(blocks));
+  if (invalid_sealed != n_invalid_sealed_) return Status::Corruption("n_invalid_sealed mismatch");
+  if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
+  return Status::Ok();
+}
+
+}  // namespace eraid

@@ -1,0 +1,110 @@
+// LogEngine: a log-structured block store — every write appended, never updated in
+// place — with pluggable placement (placement.h) and garbage collection, over any
+// SegmentStore. eraid-sim replays traces through it on a CountingStore; the live volume
+// runs it on the elastic array. The same code decides WA in both.
+//
+// Semantics (chosen to match the SepBIT authors' simulator, docs/log.md):
+//   - Time is the count of user-written blocks; Cost-Benefit ages use request timestamps.
+//   - One open segment per class; a full one is sealed and a new one opened at once.
+//   - The garbage proportion (GP) that triggers GC is invalid blocks in *sealed* segments
+//     over all blocks in the log; it is checked after every request, and one GC operation
+//     collects `segments_per_gc` sealed segments whose own GP is at least the threshold,
+//     best first by Greedy (GP) or Cost-Benefit (GP/(1-GP) * sqrt(age)).
+//   - Valid blocks of a victim are rewritten through placement, in the order they were
+//     appended, carrying their last user-write time; then the victim is freed.
+//   - WA = (user-written + GC-rewritten blocks) / user-written blocks.
+//
+// Invariants:
+//   1. Every LBA maps to at most one slot, and that slot's LBA is it (valid <=> mapped).
+//   2. n_invalid of a segment == its slots minus the slots the map points to.
+//   3. n_blocks == sum of blocks of live segments; n_invalid_sealed == sum of n_invalid
+//      over sealed segments.
+//
+// Thread-safety: none; the caller serialises (the live volume holds a lock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "log/placement.h"
+#include "log/segment_store.h"
+
+namespace eraid {
+
+enum class Selection : uint8_t { kGreedy, kCostBenefit };
+Result<Selection> ParseSelection(const std::string& s);
+
+struct EngineOptions {
+  uint32_t segment_blocks = 131072;  // 512 MiB, the paper's default
+  double gp_threshold = 0.15;
+  Selection selection = Selection::kCostBenefit;
+  uint32_t segments_per_gc = 1;
+  bool keep_victim_gps = true;       // for the median GP of collected segments
+};
+
+struct EngineStats {
+  uint64_t user_blocks = 0, gc_blocks = 0, gc_operations = 0, segments_collected = 0;
+  uint64_t live_segments = 0, valid_blocks = 0;
+  std::vector<uint64_t> user_per_class, gc_per_class;
+  std::vector<float> victim_gps;  // GP of every collected segment, if kept
+  double wa() const { return user_blocks ? double(user_blocks + gc_blocks) / double(user_blocks) : 1.0; }
+};
+
+class LogEngine {
+ public:
+  // Neither is owned; both outlive the engine.
+  LogEngine(const EngineOptions& options, Placement& placement, SegmentStore& store);
+  ~LogEngine();
+
+  // One user write request of `blocks` blocks at `lba` (data: blocks*4 KiB, or empty for
+  // a store without data). Runs GC afterwards if the GP calls for it.
+  Status Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data = {});
+  Status Trim(uint64_t lba, uint32_t blocks);
+  // REQUIRES: a store with data. Unwritten or trimmed blocks read as zeros.
+  Status Read(uint64_t lba, std::span<std::byte> out);
+  Status Flush();
+
+  const EngineStats& stats() const { return stats_; }
+  uint64_t now() const { return now_; }
+  // For tests: the class of the segment holding `lba`, or -1.
+  int ClassOf(uint64_t lba) const;
+  // Checks invariants 1-3 (tests); returns a description of the first violation.
+  Status CheckInvariants() const;
+
+ private:
+  struct Segment;
+  struct Slot {
+    uint64_t lba;
+    uint64_t user_time;
+  };
+
+  Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data);
+  Status OpenSegment(uint32_t cls);
+  Status SealSegment(uint32_t cls);
+  void Invalidate(uint64_t lba);
+  Status CollectGarbage();
+  PlacementContext Context() const;
+  uint32_t TieOrder(uint64_t id) const;
+
+  EngineOptions options_;
+  Placement& placement_;
+  SegmentStore& store_;
+  std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
+  std::vector<uint32_t> free_indices_;
+  std::vector<uint32_t> open_;                      // class -> segment index
+  std::vector<uint64_t> map_;                       // lba -> (index + 1) << 24 | slot; 0 unmapped
+  uint64_t now_ = 0, timestamp_us_ = 0;
+  uint64_t n_blocks_ = 0, n_invalid_sealed_ = 0;
+  uint64_t next_id_ = 0;
+  // A replica of the authors' simulator's HashMap iteration order, used to break ties
+  // between equally good victims the same way (docs/log.md).
+  uint64_t hash_capacity_ = 16, hash_size_ = 0;
+  std::vector<std::byte> gc_buf_;
+  EngineStats stats_;
+};
+
+}  // namespace eraid

@@ -1,0 +1,221 @@
+#include "log/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace eraid {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::max();
+constexpr int64_t kAbsent = -1;
+
+// A per-LBA array that grows on demand (traces give no volume size up front).
+template <typename T>
+class LbaArray {
+ public:
+  explicit LbaArray(T fill) : fill_(fill) {}
+  T get(uint64_t lba) const { return lba < v_.size() ? v_[lba] : fill_; }
+  T& at(uint64_t lba) {
+    if (lba >= v_.size()) v_.resize(std::max<uint64_t>(lba + 1, v_.size() * 3 / 2 + 1024), fill_);
+    return v_[lba];
+  }
+
+ private:
+  T fill_;
+  std::vector<T> v_;
+};
+
+class NoSep final : public Placement {
+ public:
+  const char* name() const override { return "nosep"; }
+  uint32_t classes() const override { return 1; }
+  uint32_t UserWrite(uint64_t, const PlacementContext&) override { return 0; }
+  uint32_t GcWrite(uint64_t, uint64_t, uint32_t, const PlacementContext&) override { return 0; }
+};
+
+class SepGC final : public Placement {
+ public:
+  const char* name() const override { return "sepgc"; }
+  uint32_t classes() const override { return 2; }
+  uint32_t UserWrite(uint64_t, const PlacementContext&) override { return 0; }
+  uint32_t GcWrite(uint64_t, uint64_t, uint32_t, const PlacementContext&) override { return 1; }
+};
+
+class SepBIT final : public Placement {
+ public:
+  const char* name() const override { return "sepbit"; }
+  uint32_t classes() const override { return 6; }
+
+  uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) override {
+    // Class 1 if the block this write invalidates was written within the last
+    // min(l, |FIFO|) user writes, i.e. lived shorter than l.
+    const int64_t pos = position_.get(lba);
+    const double window = std::min(threshold_, static_cast<double>(fifo_size()));
+    const uint32_t cls = (pos != kAbsent && static_cast<double>(ctx.now - static_cast<uint64_t>(pos)) < window) ? 0 : 1;
+    if (pos == kAbsent) ++unique_;
+    position_.at(lba) = static_cast<int64_t>(ctx.now);
+    Push(lba);
+    // Keep the FIFO no longer than min(valid blocks, l): one out per write, two while
+    // shrinking after l dropped.
+    if (static_cast<double>(fifo_size()) > std::min(static_cast<double>(ctx.valid_blocks), threshold_)) {
+      PopFront(ctx.now);
+      if (static_cast<double>(fifo_size()) > threshold_) PopFront(ctx.now);
+    }
+    peak_unique_ = std::max(peak_unique_, unique_);
+    return cls;
+  }
+
+  uint32_t GcWrite(uint64_t, uint64_t user_time, uint32_t from_class, const PlacementContext& ctx) override {
+    if (from_class == 0) return 2;
+    const double age = static_cast<double>(ctx.now - user_time);
+    uint32_t cls = 3;
+    double bound = threshold_ * 4;
+    while (age >= bound && cls < 5) {
+      bound *= 4;
+      ++cls;
+    }
+    return cls;
+  }
+
+  void SegmentCollected(uint32_t cls, uint64_t created, const PlacementContext& ctx) override {
+    if (cls != 0) return;
+    lifespan_total_ += static_cast<double>(ctx.now - created);
+    if (++collected_ == kSegmentsPerUpdate) {
+      threshold_ = lifespan_total_ / kSegmentsPerUpdate;
+      collected_ = 0;
+      lifespan_total_ = 0;
+    }
+  }
+
+  PlacementStats stats() const override {
+    return {threshold_ == kInfinity ? 0 : threshold_, unique_, peak_unique_, fifo_size()};
+  }
+
+ private:
+  static constexpr int kSegmentsPerUpdate = 16;
+  uint64_t fifo_size() const { return fifo_.size() - head_; }
+  void Push(uint64_t lba) { fifo_.push_back(lba); }
+  void PopFront(uint64_t now) {
+    // The head entry was written at user time now - size + 1.
+    const auto written = static_cast<int64_t>(now - fifo_size() + 1);
+    const uint64_t lba = fifo_[head_++];
+    if (position_.get(lba) == written) {
+      position_.at(lba) = kAbsent;
+      --unique_;
+    }
+    if (head_ > 4096 && head_ * 2 > fifo_.size()) {  // compact the ring
+      fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
+      head_ = 0;
+    }
+  }
+
+  double threshold_ = kInfinity;
+  double lifespan_total_ = 0;
+  int collected_ = 0;
+  std::vector<uint64_t> fifo_;
+  size_t head_ = 0;
+  LbaArray<int64_t> position_{kAbsent};  // LBA -> user time of its newest FIFO entry
+  uint64_t unique_ = 0, peak_unique_ = 0;
+};
+
+class FutureKnowledge final : public Placement {
+ public:
+  explicit FutureKnowledge(std::shared_ptr<const std::vector<uint64_t>> lifespans)
+      : lifespans_(std::move(lifespans)) {}
+  const char* name() const override { return "fk"; }
+  uint32_t classes() const override { return 6; }
+  uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) override {
+    uint64_t life = ctx.now - 1 < lifespans_->size() ? (*lifespans_)[ctx.now - 1] : UINT64_MAX;
+    if (life == UINT64_MAX) life = UINT64_MAX - ctx.now;  // never again: as far as possible
+    written_.at(lba) = ctx.now;
+    life_.at(lba) = life;
+    return Classify(lba, ctx);
+  }
+  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext& ctx) override { return Classify(lba, ctx); }
+
+ private:
+  uint32_t Classify(uint64_t lba, const PlacementContext& ctx) const {
+    const uint64_t remaining = written_.get(lba) + life_.get(lba) - ctx.now;
+    return static_cast<uint32_t>(std::min<uint64_t>(remaining / ctx.segment_blocks, classes() - 1));
+  }
+  std::shared_ptr<const std::vector<uint64_t>> lifespans_;
+  LbaArray<uint64_t> written_{0}, life_{0};
+};
+
+class Dac final : public Placement {
+ public:
+  const char* name() const override { return "dac"; }
+  uint32_t classes() const override { return 6; }
+  uint32_t UserWrite(uint64_t lba, const PlacementContext&) override {
+    int8_t& level = level_.at(lba);
+    if (level < 0) level = 0;
+    else if (level < static_cast<int8_t>(classes() - 1)) ++level;
+    return static_cast<uint32_t>(level);
+  }
+  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext&) override {
+    int8_t& level = level_.at(lba);
+    if (level > 0) --level;
+    return static_cast<uint32_t>(std::max<int8_t>(level, 0));
+  }
+
+ private:
+  LbaArray<int8_t> level_{-1};
+};
+
+class Fadac final : public Placement {
+ public:
+  const char* name() const override { return "fadac"; }
+  uint32_t classes() const override { return 6; }
+  void OnRequest(uint64_t, uint64_t blocks, const PlacementContext& ctx) override {
+    if (ctx.valid_blocks == 0) return;
+    const auto v = static_cast<double>(ctx.valid_blocks);
+    fading_ = fading_ + static_cast<double>(blocks) / v - fading_ / v;
+  }
+  uint32_t UserWrite(uint64_t lba, const PlacementContext&) override {
+    ++count_.at(lba);
+    return Classify(lba);
+  }
+  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext&) override {
+    if (count_.get(lba) > 0) --count_.at(lba);
+    return Classify(lba);
+  }
+
+ private:
+  uint32_t Classify(uint64_t lba) const {
+    double bound = fading_;
+    uint32_t level = 0;
+    const auto count = static_cast<double>(count_.get(lba));
+    if (bound != 0.0) {
+      while (count > bound) {
+        bound *= 10;
+        ++level;
+      }
+    }
+    return std::min(level, classes() - 1);
+  }
+  double fading_ = 0;
+  LbaArray<uint32_t> count_{0};
+};
+
+}  // namespace
+
+std::vector<std::string> PlacementNames() { return {"sepbit", "nosep", "sepgc", "fk", "dac", "fadac"}; }
+
+Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
+                                                 std::shared_ptr<const std::vector<uint64_t>> future) {
+  if (name == "sepbit") return std::unique_ptr<Placement>(new SepBIT());
+  if (name == "nosep") return std::unique_ptr<Placement>(new NoSep());
+  if (name == "sepgc") return std::unique_ptr<Placement>(new SepGC());
+  if (name == "dac") return std::unique_ptr<Placement>(new Dac());
+  if (name == "fadac") return std::unique_ptr<Placement>(new Fadac());
+  if (name == "fk") {
+    if (!future) return Status::InvalidArgument("fk needs the trace's future (trace replay only)");
+    return std::unique_ptr<Placement>(new FutureKnowledge(std::move(future)));
+  }
+  std::string all;
+  for (const auto& n : PlacementNames()) all += (all.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("unknown placement '" + name + "' (one of: " + all + ")");
+}
+
+}  // namespace eraid

@@ -1,0 +1,68 @@
+// Placement: which open segment (class) a block goes to. The log engine asks on every
+// user write and every GC rewrite; schemes are swappable and the trace simulator and
+// the live volume use the very same objects.
+//
+// Time is counted in user-written blocks ("now" = this block's sequence number, from 1),
+// as in the SepBIT paper; trace timestamps (microseconds) are passed too for schemes that
+// use wall time.
+//
+// Schemes (SepBIT paper, section 4.1 and its simulator's semantics):
+//   sepbit  classes 1-2: user writes whose invalidated block lived < l / otherwise;
+//           3: GC rewrites from class-1 segments; 4-6: other GC rewrites by age
+//           [0,4l), [4l,16l), [16l,inf); l = mean lifespan of every 16 collected class-1
+//           segments (inf until then); a FIFO of recent LBAs bounded by min(l, valid blocks)
+//   nosep   one class            sepgc  user writes / GC rewrites
+//   fk      future knowledge: class = remaining lifespan / segment size (trace replay only)
+//   dac     per-LBA level: +1 per user write, -1 per GC rewrite
+//   fadac   write count against a fading average of request sizes, by powers of ten
+//
+// Thread-safety: none; owned by one log engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace eraid {
+
+struct PlacementContext {
+  uint64_t now = 0;           // user-written blocks so far, this one included
+  uint64_t timestamp_us = 0;  // of the current request
+  uint64_t valid_blocks = 0;  // blocks in the log minus invalid blocks of sealed segments
+  uint32_t segment_blocks = 0;
+};
+
+struct PlacementStats {
+  double lifespan_threshold = 0;  // SepBIT's l (0 when still infinite)
+  uint64_t fifo_unique_lbas = 0, fifo_unique_lbas_peak = 0, fifo_length = 0;
+};
+
+class Placement {
+ public:
+  virtual ~Placement() = default;
+  virtual const char* name() const = 0;
+  virtual uint32_t classes() const = 0;
+
+  virtual void OnRequest(uint64_t /*lba*/, uint64_t /*blocks*/, const PlacementContext&) {}
+  // A user write of `lba`; returns its class (0-based).
+  virtual uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) = 0;
+  // A GC rewrite of a valid block: its LBA, when the user last wrote it, and the class of
+  // the segment it is collected from.
+  virtual uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t from_class,
+                           const PlacementContext& ctx) = 0;
+  // A segment of `cls`, opened at user time `created`, is being collected.
+  virtual void SegmentCollected(uint32_t /*cls*/, uint64_t /*created*/, const PlacementContext&) {}
+  virtual PlacementStats stats() const { return {}; }
+};
+
+// Names: sepbit, nosep, sepgc, fk, dac, fadac. `future_lifespans` (fk only): for the i-th
+// user-written block (from 0), the number of user writes until its LBA is written again,
+// or UINT64_MAX if never.
+Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
+                                                 std::shared_ptr<const std::vector<uint64_t>> future_lifespans = nullptr);
+std::vector<std::string> PlacementNames();
+
+}  // namespace eraid

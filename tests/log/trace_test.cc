@@ -1,0 +1,116 @@
+#include "log/trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace eraid {
+namespace {
+
+TEST(TraceTest, EachFormatParses) {
+  TraceRecord r;
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "17,W,8192,12288,1577808000000123", &r).ok());
+  EXPECT_EQ(r.volume, "17");
+  EXPECT_TRUE(r.write);
+  EXPECT_EQ(r.lba, 2u);
+  EXPECT_EQ(r.blocks, 3u);
+  EXPECT_EQ(r.timestamp_us, 1577808000000123u);
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "3,R,100,1,5", &r).ok());
+  EXPECT_FALSE(r.write);
+  EXPECT_EQ(r.lba, 0u);
+  EXPECT_EQ(r.blocks, 1u) << "a partial block still touches one block";
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "3,W,4095,2,5", &r).ok());
+  EXPECT_EQ(r.blocks, 2u) << "straddles a block boundary";
+
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kTencent, "1538323200,16,8,1,1063", &r).ok());
+  EXPECT_EQ(r.volume, "1063");
+  EXPECT_TRUE(r.write);
+  EXPECT_EQ(r.lba, 2u) << "sector 16 = byte 8192 = block 2";
+  EXPECT_EQ(r.blocks, 1u);
+  EXPECT_EQ(r.timestamp_us, 1538323200000000u);
+
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kMsr, "128166372003061629,hm,1,Write,3221225472,65536,1331", &r).ok());
+  EXPECT_EQ(r.volume, "hm_1");
+  EXPECT_TRUE(r.write);
+  EXPECT_EQ(r.lba, 786432u);
+  EXPECT_EQ(r.blocks, 16u);
+  EXPECT_EQ(r.timestamp_us, 12816637200306162u);
+}
+
+TEST(TraceTest, MalformedLinesAreRejected) {
+  TraceRecord r;
+  for (const char* bad : {"1,W,8192,4096", "1,W,8192,4096,5,6", "1,X,8192,4096,5", "1,W,abc,4096,5",
+                          "1,W,8192,0,5", "1,W,-1,4096,5", "", "1,W,18446744073709551615,4096,1"}) {
+    EXPECT_FALSE(ParseTraceLine(TraceFormat::kAlibaba, bad, &r).ok()) << "'" << bad << "'";
+  }
+  EXPECT_FALSE(ParseTraceLine(TraceFormat::kTencent, "1,16,8,2,1063", &r).ok()) << "io_type 2";
+  EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,1,Erase,0,4096,1", &r).ok());
+  EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,x,Write,0,4096,1", &r).ok());
+}
+
+class TraceFileTest : public ::testing::Test {
+ protected:
+  std::string Path(const std::string& ext) {
+    return (std::filesystem::temp_directory_path() / ("eraid_trace_" + std::to_string(::getpid()) + ext)).string();
+  }
+  void TearDown() override {
+    for (auto& p : made_) std::filesystem::remove(p);
+  }
+  std::vector<std::string> made_;
+  const std::string text_ = "# a comment\n1,W,0,4096,10\n\n1,R,0,4096,11\n2,W,4096,8192,12\n";
+};
+
+TEST_F(TraceFileTest, PlainGzipAndZstdReadTheSame) {
+  std::string plain = Path(".csv"), gz = Path(".csv.gz"), zst = Path(".csv.zst");
+  made_ = {plain, gz, zst};
+  std::ofstream(plain) << text_;
+  gzFile g = gzopen(gz.c_str(), "wb");
+  gzwrite(g, text_.data(), static_cast<unsigned>(text_.size()));
+  gzclose(g);
+  std::string z(ZSTD_compressBound(text_.size()), '\0');
+  z.resize(ZSTD_compress(z.data(), z.size(), text_.data(), text_.size(), 3));
+  std::ofstream(zst, std::ios::binary) << z;
+  for (const auto& path : {plain, gz, zst}) {
+    auto reader = TraceReader::Open(path, TraceFormat::kAlibaba);
+    ASSERT_TRUE(reader.ok()) << path;
+    TraceRecord r;
+    std::vector<std::pair<std::string, bool>> got;
+    for (;;) {
+      auto more = (*reader)->Next(&r);
+      ASSERT_TRUE(more.ok()) << more.status().ToString();
+      if (!*more) break;
+      got.emplace_back(r.volume, r.write);
+    }
+    ASSERT_EQ(got.size(), 3u) << path;
+    EXPECT_EQ(got[2].first, "2");
+    EXPECT_EQ((*reader)->line_number(), 5u);
+  }
+}
+
+TEST_F(TraceFileTest, ErrorsNameFileAndLine) {
+  std::string plain = Path(".bad.csv");
+  made_ = {plain};
+  std::ofstream(plain) << "1,W,0,4096,10\n1,W,0,4096\n";
+  auto reader = std::move(TraceReader::Open(plain, TraceFormat::kAlibaba)).value();
+  TraceRecord r;
+  ASSERT_TRUE(reader->Next(&r).ok());
+  auto bad = reader->Next(&r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(plain + ":2:"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(TraceReader::Open("/nonexistent/x.csv", TraceFormat::kAlibaba).status().code(), StatusCode::kIoError);
+  std::string trunc = Path(".trunc.zst");
+  made_.push_back(trunc);
+  std::string z(ZSTD_compressBound(1000), '\0');
+  std::string big(1000, 'x');
+  z.resize(ZSTD_compress(z.data(), z.size(), big.data(), big.size(), 3));
+  std::ofstream(trunc, std::ios::binary) << z.substr(0, z.size() / 2);
+  auto t = std::move(TraceReader::Open(trunc, TraceFormat::kAlibaba)).value();
+  EXPECT_FALSE(t->Next(&r).ok()) << "a truncated zstd file is an error, not a short trace";
+}
+
+}  // namespace
+}  // namespace eraid
