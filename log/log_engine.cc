@@ -203,6 +203,9 @@ Status LogEngine::CollectGarbage() {
       ++n_blocks_;
     }
   }
+  // The copies must be durable before the victims' originals go: freeing is durable at
+  // once (a journalled bitmap flip), the copies only after a flush.
+  if (store_.has_data()) ERAID_RETURN_IF_ERROR(store_.Flush().WithContext("gc flush"));
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = candidates[v].index;
     Segment& victim = *segments_[index];
@@ -216,6 +219,63 @@ Status LogEngine::CollectGarbage() {
     ++stats_.segments_collected;
   }
   return Status::Ok();
+}
+
+void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<RecoveredBlock> blocks) {
+  auto seg = std::make_unique<Segment>();
+  seg->id = next_id_++;
+  seg->handle = handle;
+  seg->cls = std::min(cls, placement_.classes() - 1);
+  seg->sealed = true;
+  seg->created_time = UINT64_MAX;
+  for (const RecoveredBlock& b : blocks) {
+    seg->slots.push_back({b.lba, b.user_time});
+    seg->positions.push_back(b.position);
+    seg->created_time = std::min(seg->created_time, b.user_time);
+    now_ = std::max(now_, b.user_time);
+  }
+  if (seg->created_time == UINT64_MAX) seg->created_time = 0;
+  seg->n_invalid = static_cast<uint32_t>(seg->slots.size());  // until FinishRecovery maps them
+  const auto index = static_cast<uint32_t>(segments_.size());
+  segments_.push_back(std::move(seg));
+  (void)index;
+  ++hash_size_;
+  ++stats_.live_segments;
+}
+
+Status LogEngine::FinishRecovery() {
+  // Newest copy of each LBA wins.
+  std::vector<uint64_t> best_time;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment* seg = segments_[i].get();
+    if (!seg || !seg->sealed) continue;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      const Slot& s = seg->slots[slot];
+      if (s.lba >= map_.size()) {
+        map_.resize(s.lba + 1, 0);
+      }
+      if (s.lba >= best_time.size()) best_time.resize(map_.size(), 0);
+      if (map_[s.lba] == 0 || s.user_time > best_time[s.lba]) {
+        map_[s.lba] = Pack(i, slot);
+        best_time[s.lba] = s.user_time;
+      }
+    }
+  }
+  n_blocks_ = n_invalid_sealed_ = 0;
+  stats_.valid_blocks = 0;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment* seg = segments_[i].get();
+    if (!seg) continue;
+    uint32_t live = 0;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      live += map_[seg->slots[slot].lba] == Pack(i, slot);
+    }
+    seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
+    n_blocks_ += seg->slots.size();
+    if (seg->sealed) n_invalid_sealed_ += seg->n_invalid;
+    stats_.valid_blocks += live;
+  }
+  return CheckInvariants();
 }
 
 int LogEngine::ClassOf(uint64_t lba) const {

@@ -11,7 +11,8 @@
 //     collects `segments_per_gc` sealed segments whose own GP is at least the threshold,
 //     best first by Greedy (GP) or Cost-Benefit (GP/(1-GP) * sqrt(age)).
 //   - Valid blocks of a victim are rewritten through placement, in the order they were
-//     appended, carrying their last user-write time; then the victim is freed.
+//     appended, carrying their last user-write time; the store is flushed (so the copies
+//     are durable); then the victim is freed.
 //   - WA = (user-written + GC-rewritten blocks) / user-written blocks.
 //
 // Invariants:
@@ -67,6 +68,17 @@ class LogEngine {
   // REQUIRES: a store with data. Unwritten or trimmed blocks read as zeros.
   Status Read(uint64_t lba, std::span<std::byte> out);
   Status Flush();
+
+  // Recovery: hands the engine a segment found in the store (sealed), with its blocks in
+  // position order; then FinishRecovery() maps every LBA to its newest copy (largest user
+  // time; GC copies keep their user time, so equal times are the same data).
+  struct RecoveredBlock {
+    uint64_t lba;
+    uint64_t user_time;
+    uint32_t position;
+  };
+  void AdoptSegment(uint64_t handle, uint32_t cls, std::vector<RecoveredBlock> blocks);
+  Status FinishRecovery();
 
   const EngineStats& stats() const { return stats_; }
   uint64_t now() const { return now_; }

@@ -468,9 +468,10 @@ uint32_t ElasticArray::Remaining(SegmentId s) const {
   std::lock_guard lock(mu_);
   const Segment& seg = *segments_.at(s.value);
   if (!seg.open) return 0;
+  // Always keep a slot for a summary: any Flush() (including another segment's Seal)
+  // closes the open batch, and the next block then needs a new one.
   uint64_t left = geometry_.segment_positions() - seg.frontier;
-  if (seg.batch_pos == kNoBatch) left = left > 0 ? left - 1 : 0;
-  return static_cast<uint32_t>(left);
+  return static_cast<uint32_t>(left > 0 ? left - 1 : 0);
 }
 
 Status ElasticArray::CloseBatchLocked(uint32_t index) {

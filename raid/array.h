@@ -109,7 +109,7 @@ class ElasticArray {
   // Appends one block; returns its position. NoSpace when the segment is full.
   Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
                           uint64_t tag_time);
-  // Data blocks that still fit in an open segment.
+  // Data blocks that surely fit in an open segment (a slot is kept for a summary).
   uint32_t Remaining(SegmentId s) const;
   Status Seal(SegmentId s);
   Status Free(SegmentId s);

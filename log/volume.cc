@@ -1,0 +1,167 @@
+#include "log/volume.h"
+
+#include <chrono>
+#include <map>
+
+#include "raid/metadata.h"
+
+namespace eraid {
+
+namespace {
+// The array's tag words per block: the user LBA, and (class << 56 | last user-write time).
+constexpr uint32_t kClassShift = 56;
+constexpr uint64_t kTimeMask = (1ull << kClassShift) - 1;
+}  // namespace
+
+class Volume::ArrayStore final : public SegmentStore {
+ public:
+  ArrayStore(ElasticArray& array, SegmentScheme scheme) : array_(array), scheme_(scheme) {}
+  Result<uint64_t> Open(uint32_t cls) override {
+    ERAID_ASSIGN_OR_RETURN(SegmentId s, array_.AllocateSegment(scheme_));
+    if (classes_.size() <= s.value) classes_.resize(s.value + 1);
+    classes_[s.value] = cls;
+    return uint64_t{s.value};
+  }
+  Result<uint32_t> Append(uint64_t handle, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) override {
+    return array_.Append(SegmentId(static_cast<uint32_t>(handle)), data, lba,
+                         uint64_t{classes_[handle]} << kClassShift | (user_time & kTimeMask));
+  }
+  bool Full(uint64_t handle, uint32_t) const override {
+    return array_.Remaining(SegmentId(static_cast<uint32_t>(handle))) == 0;
+  }
+  Status Seal(uint64_t handle) override { return array_.Seal(SegmentId(static_cast<uint32_t>(handle))); }
+  Status Free(uint64_t handle) override { return array_.Free(SegmentId(static_cast<uint32_t>(handle))); }
+  Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) override {
+    return array_.Read(SegmentId(static_cast<uint32_t>(handle)), position, out);
+  }
+  Status Flush() override { return array_.Flush(); }
+  bool has_data() const override { return true; }
+
+ private:
+  ElasticArray& array_;
+  SegmentScheme scheme_;
+  std::vector<uint32_t> classes_;
+};
+
+Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement)
+    : array_(array), options_(options), placement_(std::move(placement)),
+      store_(std::make_unique<ArrayStore>(array, options.scheme)), start_(std::chrono::steady_clock::now()) {
+  const ArrayGeometry& g = array.geometry();
+  // Summaries take up to one position in every 169, and one per row when rows are short.
+  const double per_segment = double(g.segment_positions()) *
+                             std::min(168.0 / 169.0, double(g.row_blocks() - 1) / double(g.row_blocks()));
+  const double segments = double(g.segments) - 2.0 * placement_->classes();
+  capacity_blocks_ = segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
+}
+
+Volume::~Volume() = default;
+
+static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions& options) {
+  if (options.placement == "fk") return Status::InvalidArgument("fk needs the future: trace replay only");
+  if (!(options.utilization > 0 && options.utilization <= 0.9)) {
+    return Status::InvalidArgument("utilization must be in (0, 0.9]");
+  }
+  return MakePlacement(options.placement);
+}
+
+Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const VolumeOptions& options) {
+  ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
+  auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
+  if (v->capacity_blocks_ == 0) return Status::InvalidArgument("the array has too few segments for a volume");
+  if (array.stats().free_segments != array.geometry().segments) {
+    return Status::InvalidArgument("the array already holds data; open the volume instead");
+  }
+  EngineOptions eo;
+  eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
+  eo.gp_threshold = options.gp_threshold;
+  eo.selection = options.selection;
+  eo.keep_victim_gps = false;
+  v->engine_ = std::make_unique<LogEngine>(eo, *v->placement_, *v->store_);
+  return v;
+}
+
+Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOptions& options) {
+  ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
+  auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
+  if (v->capacity_blocks_ == 0) return Status::InvalidArgument("the array has too few segments for a volume");
+  // Every segment the array recovered is sealed; collect its blocks per segment.
+  std::map<uint32_t, std::vector<LogEngine::RecoveredBlock>> found;
+  std::map<uint32_t, uint32_t> classes;
+  array.ForEachBlock([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t tag) {
+    found[s.value].push_back({lba, tag & kTimeMask, pos});
+    classes[s.value] = static_cast<uint32_t>(tag >> kClassShift);
+  });
+  EngineOptions eo;
+  eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
+  eo.gp_threshold = options.gp_threshold;
+  eo.selection = options.selection;
+  eo.keep_victim_gps = false;
+  // Segments with no data blocks (opened, never written) are simply freed.
+  for (uint32_t i = 0; i < array.geometry().segments; ++i) {
+    if (array.segment_info(SegmentId(i)).scheme != SegmentScheme::kFree && !found.count(i)) {
+      ERAID_RETURN_IF_ERROR(array.Free(SegmentId(i)));
+    }
+  }
+  v->engine_ = std::make_unique<LogEngine>(eo, *v->placement_, *v->store_);
+  for (auto& [seg, blocks] : found) v->engine_->AdoptSegment(seg, classes[seg], std::move(blocks));
+  ERAID_RETURN_IF_ERROR(v->engine_->FinishRecovery().WithContext("volume recovery"));
+  return v;
+}
+
+Status Volume::CheckRange(uint64_t lba, uint64_t blocks) const {
+  if (blocks == 0 || lba >= capacity_blocks_ || blocks > capacity_blocks_ - lba) {
+    return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" + std::to_string(blocks) +
+                                   ") outside the volume of " + std::to_string(capacity_blocks_) + " blocks");
+  }
+  return Status::Ok();
+}
+
+Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
+  if (data.empty() || !IsBlockAligned(data.size())) return Status::InvalidArgument("write size must be a multiple of 4 KiB");
+  const uint64_t blocks = BytesToBlocks(data.size());
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
+  std::lock_guard lock(mu_);
+  const auto ts = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());
+  // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
+  for (uint64_t done = 0; done < blocks;) {
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(256, blocks - done));
+    ERAID_RETURN_IF_ERROR(engine_->Write(lba + done, n, ts, data.subspan(BlocksToBytes(done), BlocksToBytes(n))));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
+  if (out.empty() || !IsBlockAligned(out.size())) return Status::InvalidArgument("read size must be a multiple of 4 KiB");
+  const uint64_t blocks = BytesToBlocks(out.size());
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
+  std::lock_guard lock(mu_);
+  for (uint64_t i = 0; i < blocks; ++i) {
+    ERAID_RETURN_IF_ERROR(engine_->Read(lba + i, out.subspan(BlocksToBytes(i), kBlockSize)));
+  }
+  return Status::Ok();
+}
+
+Status Volume::Trim(uint64_t lba, uint64_t blocks) {
+  ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
+  static const std::vector<std::byte> zeros(BlocksToBytes(256));
+  for (uint64_t done = 0; done < blocks;) {
+    const uint64_t n = std::min<uint64_t>(256, blocks - done);
+    ERAID_RETURN_IF_ERROR(Write(lba + done, std::span(zeros).first(BlocksToBytes(n))));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status Volume::Flush() {
+  std::lock_guard lock(mu_);
+  return engine_->Flush();
+}
+
+VolumeStats Volume::stats() const {
+  std::lock_guard lock(mu_);
+  return {capacity_blocks_, engine_->stats(), placement_->stats()};
+}
+
+}  // namespace eraid

@@ -1,0 +1,73 @@
+// Volume: the block device users see — 4 KiB blocks stored as a log over the elastic
+// array, with SepBIT (or another) placement and GC, through the same LogEngine that
+// eraid-sim runs on traces.
+//
+// Durability: Flush() makes every acknowledged write durable (the array's flush; a
+// partial RAID5 row is mirrored, see docs/raid.md). Trim writes zero blocks: on drives
+// with transparent compression they cost (almost) no flash, and, being ordinary log
+// writes, a trim is exactly as durable and crash-ordered as a write (docs/log.md).
+//
+// Recovery: Open() rebuilds the map from the array's segment summaries alone (each block
+// carries its LBA, last user-write time and class); the newest copy of each LBA wins.
+//
+// Thread-safety: all methods may be called concurrently; they serialise on one lock.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "log/log_engine.h"
+#include "raid/array.h"
+
+namespace eraid {
+
+struct VolumeOptions {
+  std::string placement = "sepbit";
+  Selection selection = Selection::kCostBenefit;
+  double gp_threshold = 0.15;
+  SegmentScheme scheme = SegmentScheme::kRaid5;  // new segments (the scheduler converts later)
+  // Exported capacity as a fraction of the array's data positions that remain after the
+  // open segments: the rest is the room GC works in.
+  double utilization = 0.75;
+};
+
+struct VolumeStats {
+  uint64_t capacity_blocks = 0;
+  EngineStats engine;
+  PlacementStats placement;
+};
+
+class Volume {
+ public:
+  // A new volume on an array with no segments in use. The array outlives the volume.
+  static Result<std::unique_ptr<Volume>> Create(ElasticArray& array, const VolumeOptions& options);
+  // The volume on an array after a restart or crash: recovered from its segments.
+  static Result<std::unique_ptr<Volume>> Open(ElasticArray& array, const VolumeOptions& options);
+  ~Volume();
+
+  uint64_t capacity_blocks() const { return capacity_blocks_; }
+  // REQUIRES: data.size() a positive multiple of 4 KiB; the range inside capacity.
+  Status Write(uint64_t lba, std::span<const std::byte> data);
+  Status Read(uint64_t lba, std::span<std::byte> out);
+  Status Trim(uint64_t lba, uint64_t blocks);
+  Status Flush();
+  VolumeStats stats() const;
+
+ private:
+  class ArrayStore;
+  Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement);
+  Status CheckRange(uint64_t lba, uint64_t blocks) const;
+
+  ElasticArray& array_;
+  VolumeOptions options_;
+  uint64_t capacity_blocks_ = 0;
+  mutable std::mutex mu_;
+  std::unique_ptr<Placement> placement_;
+  std::unique_ptr<ArrayStore> store_;
+  std::unique_ptr<LogEngine> engine_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace eraid

@@ -1,0 +1,224 @@
+// The live volume against a model: random multi-block writes, trims and flushes with GC
+// running, for each placement; power cuts at random device operations (all devices at
+// once), after which the volume is reopened from the array's segments alone and every
+// flushed block must read back; and a device failed under load.
+#include "log/volume.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "common/data_gen.h"
+#include "compress/faulty_backend.h"
+#include "compress/mem_backend.h"
+
+namespace eraid {
+namespace {
+
+using Block = std::vector<std::byte>;
+
+struct Rig {
+  PowerDomain power;
+  std::vector<std::unique_ptr<MemBackend>> media;
+  std::vector<std::unique_ptr<FaultyBackend>> devs;
+  std::vector<Backend*> ptrs;
+  std::unique_ptr<ElasticArray> array;
+  std::unique_ptr<Volume> volume;
+  VolumeOptions options;
+
+  explicit Rig(const std::string& placement, uint32_t devices = 4) {
+    options.placement = placement;
+    for (uint32_t d = 0; d < devices; ++d) {
+      media.push_back(std::make_unique<MemBackend>(4096));
+      devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
+      devs.back()->JoinPowerDomain(&power);
+      ptrs.push_back(devs.back().get());
+    }
+    ArrayOptions ao;
+    ao.chunk_blocks = 4;
+    ao.rows_per_slot = 4;
+    array = std::move(ElasticArray::Create(ptrs, ao)).value();
+    auto v = Volume::Create(*array, options);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    volume = std::move(v).value();
+  }
+  void PowerCutAndReopen(uint64_t seed) {
+    volume.reset();
+    array.reset();
+    for (auto& d : devs) {
+      if (!d->crashed()) d->Crash(seed);
+    }
+    power.Disarm();
+    for (auto& d : devs) d->Restart();
+    auto a = ElasticArray::Open(ptrs);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    array = std::move(a).value();
+    auto v = Volume::Open(*array, options);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    volume = std::move(v).value();
+  }
+};
+
+// What each block may read back: its value at the last completed flush, or any value it
+// was given after it.
+struct Model {
+  std::map<uint64_t, Block> durable;
+  std::map<uint64_t, std::vector<Block>> since;
+  void Wrote(uint64_t lba, Block b) { since[lba].push_back(std::move(b)); }
+  void Flushed() {
+    for (auto& [lba, values] : since) durable[lba] = values.back();
+    since.clear();
+  }
+  Block Latest(uint64_t lba) const {
+    if (auto it = since.find(lba); it != since.end()) return it->second.back();
+    if (auto it = durable.find(lba); it != durable.end()) return it->second;
+    return Block(kBlockSize);
+  }
+  bool Allowed(uint64_t lba, const Block& got) const {
+    auto d = durable.find(lba);
+    if (got == (d == durable.end() ? Block(kBlockSize) : d->second)) return true;
+    auto s = since.find(lba);
+    return s != since.end() && std::find(s->second.begin(), s->second.end(), got) != s->second.end();
+  }
+  void Settle(uint64_t lba, Block got) {
+    since.erase(lba);
+    durable[lba] = std::move(got);
+  }
+};
+
+class VolumeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VolumeTest, ModelWithGcAndReopen) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu placement=%s\n", (unsigned long long)seed, GetParam().c_str());
+  std::mt19937_64 rng(seed);
+  Rig rig(GetParam());
+  const uint64_t cap = rig.volume->capacity_blocks();
+  ASSERT_GT(cap, 1000u);
+  Model model;
+  Block buf(BlocksToBytes(8)), back(kBlockSize);
+  // Skewed: most writes go to the first tenth of the volume.
+  auto pick = [&] { return rng() % 4 ? rng() % (cap / 10) : rng() % cap; };
+  for (int op = 0; op < 6000; ++op) {
+    uint64_t lba = pick();
+    uint64_t r = rng() % 100;
+    if (r < 80) {
+      uint64_t n = std::min<uint64_t>(1 + rng() % 8, cap - lba);
+      for (uint64_t i = 0; i < n; ++i) {
+        FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 50, rng);
+        model.Wrote(lba + i, Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
+      }
+      Status ws = rig.volume->Write(lba, std::span(buf).first(BlocksToBytes(n)));
+      ASSERT_TRUE(ws.ok()) << ws.ToString() << " after " << op << " ops";
+    } else if (r < 85) {
+      uint64_t n = std::min<uint64_t>(1 + rng() % 16, cap - lba);
+      ASSERT_TRUE(rig.volume->Trim(lba, n).ok());
+      for (uint64_t i = 0; i < n; ++i) model.Wrote(lba + i, Block(kBlockSize));
+    } else if (r < 88) {
+      ASSERT_TRUE(rig.volume->Flush().ok());
+      model.Flushed();
+    } else {
+      ASSERT_TRUE(rig.volume->Read(lba, back).ok());
+      ASSERT_EQ(back, model.Latest(lba)) << "lba " << lba;
+    }
+  }
+  VolumeStats st = rig.volume->stats();
+  std::printf("user %llu gc %llu WA %.3f\n", (unsigned long long)st.engine.user_blocks,
+              (unsigned long long)st.engine.gc_blocks, st.engine.wa());
+  EXPECT_GT(st.engine.segments_collected, 10u) << "GC must run";
+  for (uint64_t lba = 0; lba < cap; ++lba) {
+    ASSERT_TRUE(rig.volume->Read(lba, back).ok());
+    ASSERT_EQ(back, model.Latest(lba)) << "lba " << lba;
+  }
+  // Clean restart: everything flushed is there, from the segments alone.
+  ASSERT_TRUE(rig.volume->Flush().ok());
+  model.Flushed();
+  rig.PowerCutAndReopen(seed);
+  for (uint64_t lba = 0; lba < cap; ++lba) {
+    ASSERT_TRUE(rig.volume->Read(lba, back).ok());
+    ASSERT_EQ(back, model.Latest(lba)) << "after reopen, lba " << lba;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest, ::testing::Values("sepbit", "nosep", "sepgc", "dac"));
+
+TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
+  const char* env = std::getenv("ERAID_VOLUME_CRASH_SEEDS");
+  const int seeds = env ? std::atoi(env) : 6;
+  const uint64_t base = std::random_device{}();
+  for (int k = 0; k < seeds; ++k) {
+    const uint64_t seed = base + static_cast<uint64_t>(k);
+    std::printf("seed=%llu\n", (unsigned long long)seed);
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    Rig rig("sepbit");
+    const uint64_t cap = rig.volume->capacity_blocks();
+    Model model;
+    Block buf(BlocksToBytes(4)), back(kBlockSize);
+    for (int cut = 0; cut < 3; ++cut) {
+      rig.power.CrashAfterOps(200 + rng() % 4000, rng());
+      for (int op = 0; op < 3000 && !rig.power.cut(); ++op) {
+        uint64_t lba = rng() % 3 ? rng() % (cap / 8) : rng() % cap;
+        if (rng() % 10 == 0) {
+          if (rig.volume->Flush().ok()) model.Flushed();
+          continue;
+        }
+        uint64_t n = std::min<uint64_t>(1 + rng() % 4, cap - lba);
+        for (uint64_t i = 0; i < n; ++i) {
+          FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 60, rng);
+          model.Wrote(lba + i, Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
+        }
+        if (!rig.volume->Write(lba, std::span(buf).first(BlocksToBytes(n))).ok()) break;
+      }
+      rig.PowerCutAndReopen(rng());
+      if (HasFatalFailure()) return;
+      for (uint64_t lba = 0; lba < cap; ++lba) {
+        Status s = rig.volume->Read(lba, back);
+        ASSERT_TRUE(s.ok()) << "lba " << lba << ": " << s.ToString();
+        ASSERT_TRUE(model.Allowed(lba, back)) << "lba " << lba << " holds a value it never had since its last flush";
+        model.Settle(lba, back);
+      }
+    }
+  }
+}
+
+TEST(VolumeTest, DeviceFailsUnderLoad) {
+  Rig rig("sepbit", 5);
+  const uint64_t cap = rig.volume->capacity_blocks();
+  std::mt19937_64 rng(3);
+  Model model;
+  Block b(kBlockSize), back(kBlockSize);
+  for (int i = 0; i < 8000; ++i) {
+    if (i == 3000) rig.devs[2]->FailStop();
+    uint64_t lba = rng() % (cap / 4);
+    FillBlockWithCompressibility(b, 50, rng);
+    ASSERT_TRUE(rig.volume->Write(lba, b).ok()) << "writes go on degraded";
+    model.Wrote(lba, b);
+  }
+  EXPECT_TRUE(rig.array->stats().degraded);
+  for (uint64_t lba = 0; lba < cap / 4; ++lba) {
+    ASSERT_TRUE(rig.volume->Read(lba, back).ok());
+    ASSERT_EQ(back, model.Latest(lba));
+  }
+  EXPECT_GT(rig.volume->stats().engine.segments_collected, 0u);
+}
+
+TEST(VolumeTest, BadRequests) {
+  Rig rig("sepbit");
+  Block b(kBlockSize);
+  const uint64_t cap = rig.volume->capacity_blocks();
+  EXPECT_EQ(rig.volume->Write(cap, b).code(), StatusCode::kInvalidArgument);
+  Block two(2 * kBlockSize);
+  EXPECT_EQ(rig.volume->Read(cap - 1, two).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.volume->Write(0, Block(100)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.volume->Trim(0, 0).code(), StatusCode::kInvalidArgument);
+  VolumeOptions fk;
+  fk.placement = "fk";
+  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Volume::Create(*rig.array, rig.options).status().code(), StatusCode::kInvalidArgument)
+      << "an array with data is opened, not created over";
+}
+
+}  // namespace
+}  // namespace eraid
