@@ -38,10 +38,12 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
     : options_(options), placement_(placement), store_(store), open_(placement.classes()) {
   stats_.user_per_class.assign(placement.classes(), 0);
   stats_.gc_per_class.assign(placement.classes(), 0);
-  for (uint32_t c = 0; c < placement.classes(); ++c) {
+  for (uint32_t c = 0; c < std::max(placement.classes(), options.initial_open_segments); ++c) {
+    if (c >= open_.size()) open_.push_back(0);
     Status s = OpenSegment(c);
     (void)s;  // a store that cannot open its first segments fails on first use instead
   }
+  open_.resize(placement.classes());  // the extra ones stay open and empty, as in the reference
 }
 
 LogEngine::~LogEngine() = default;

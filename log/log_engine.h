@@ -45,6 +45,11 @@ struct EngineOptions {
   Selection selection = Selection::kCostBenefit;
   uint32_t segments_per_gc = 1;
   bool keep_victim_gps = true;       // for the median GP of collected segments
+  // Open segments created at start even if the placement uses fewer classes. The
+  // reference simulator always opens its configured number (6); matching it keeps
+  // segment ids, and so its tie order in Greedy, the same. eraid-sim sets 6; the live
+  // volume leaves 0 (= the placement's classes).
+  uint32_t initial_open_segments = 0;
 };
 
 struct EngineStats {

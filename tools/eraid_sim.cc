@@ -103,6 +103,7 @@ int Run(const Options& o) {
   eo.gp_threshold = o.gp;
   eo.selection = *selection;
   eo.segments_per_gc = o.segments_per_gc;
+  eo.initial_open_segments = 6;  // as the reference simulator: same segment ids, same ties
 
   std::map<std::string, std::shared_ptr<std::vector<uint64_t>>> futures;
   if (o.placement == "fk") {
