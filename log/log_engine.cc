@@ -86,7 +86,17 @@ Status LogEngine::SealSegment(uint32_t cls) {
   ERAID_RETURN_IF_ERROR(store_.Seal(seg.handle));
   seg.sealed = true;
   n_invalid_sealed_ += seg.n_invalid;
-  return OpenSegment(cls);
+  const SealDecision d = placement_.OnSealed(cls, Context());
+  if (d.reopen) {
+    ERAID_RETURN_IF_ERROR(OpenSegment(cls));
+  } else {
+    open_.erase(open_.begin() + cls);
+  }
+  if (d.split_at >= 0) {
+    open_.insert(open_.begin() + d.split_at, 0);
+    ERAID_RETURN_IF_ERROR(OpenSegment(static_cast<uint32_t>(d.split_at)));
+  }
+  return Status::Ok();
 }
 
 void LogEngine::Invalidate(uint64_t lba) {

@@ -198,9 +198,104 @@ class Fadac final : public Placement {
   LbaArray<uint32_t> count_{0};
 };
 
+// WARCIP (Yang et al., SYSTOR'19) with the reference simulator's semantics: class 0 takes
+// GC rewrites; user writes join the cluster whose centre (mean rewrite interval, in trace
+// microseconds) is nearest. Every 256 sealed user segments, a cluster with more than half
+// of the writes is split (if fewer than the maximum exist), else the first small one is
+// marked to be merged away when its segment next seals.
+class Warcip final : public Placement {
+ public:
+  const char* name() const override { return "warcip"; }
+  uint32_t classes() const override { return kMax; }
+
+  uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) override {
+    const int64_t last = last_us_.get(lba);
+    const double ui = last < 0 ? 0.0
+                               : static_cast<double>(ctx.timestamp_us) - static_cast<double>(last) +
+                                     static_cast<double>(penalty_us_.get(lba));
+    last_us_.at(lba) = static_cast<int64_t>(ctx.timestamp_us);
+    penalty_us_.at(lba) = 0;
+    size_t nearest = 1;
+    double best = std::numeric_limits<double>::max();
+    for (size_t i = centers_.size() - 1; i >= 1; --i) {
+      const double diff = std::abs(centers_[i] - ui);
+      if (diff < best) {
+        nearest = i;
+        best = diff;
+      }
+    }
+    centers_[nearest] = (centers_[nearest] * static_cast<double>(blocks_[nearest]) + ui) /
+                        static_cast<double>(blocks_[nearest] + 1);
+    ++blocks_[nearest];
+    ++writes_[nearest];
+    ++total_writes_;
+    return static_cast<uint32_t>(nearest);
+  }
+
+  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext& ctx) override {
+    penalty_us_.at(lba) = static_cast<int64_t>(ctx.timestamp_us) - last_us_.get(lba);
+    return 0;
+  }
+
+  SealDecision OnSealed(uint32_t cls, const PlacementContext& ctx) override {
+    segment_blocks_ = ctx.segment_blocks;
+    SealDecision d;
+    if (cls != 0) ++sealed_user_;
+    if (next_merge_ == static_cast<int>(cls)) {
+      d.reopen = false;
+      centers_.erase(centers_.begin() + cls);
+      blocks_.erase(blocks_.begin() + cls);
+      writes_.erase(writes_.begin() + cls);
+      next_merge_ = -1;
+    } else {
+      blocks_[cls] = 0;
+    }
+    if (sealed_user_ == kSplitMergePeriod) {
+      sealed_user_ = 0;
+      d.split_at = SplitAndMerge();
+    }
+    return d;
+  }
+
+ private:
+  static constexpr uint32_t kMax = 6;
+  static constexpr uint64_t kSplitMergePeriod = 256;
+  int SplitAndMerge() {
+    int split = -1;
+    for (size_t i = 1; i < writes_.size(); ++i) {
+      if (writes_[i] > total_writes_ / 2) {
+        if (centers_.size() < kMax) {
+          split = static_cast<int>(i);
+          centers_.insert(centers_.begin() + static_cast<long>(i), (centers_[i - 1] + centers_[i]) / 2);
+          blocks_.insert(blocks_.begin() + static_cast<long>(i), 0);
+          writes_.insert(writes_.begin() + static_cast<long>(i), 0);
+          break;
+        }
+      }
+    }
+    if (split < 0 && writes_.size() > 2) {  // keep one user cluster (the reference would crash)
+      for (size_t i = 1; i < writes_.size(); ++i) {
+        if (writes_[i] < segment_blocks_) {
+          if (next_merge_ == -1) next_merge_ = static_cast<int>(i);
+          break;
+        }
+      }
+    }
+    total_writes_ = 0;
+    std::fill(writes_.begin(), writes_.end(), 0);
+    return split;
+  }
+
+  std::vector<double> centers_ = std::vector<double>(kMax, 0.0);
+  std::vector<uint64_t> blocks_ = std::vector<uint64_t>(kMax, 0), writes_ = std::vector<uint64_t>(kMax, 0);
+  uint64_t total_writes_ = 0, sealed_user_ = 0, segment_blocks_ = 0;
+  int next_merge_ = -1;
+  LbaArray<int64_t> last_us_{-1}, penalty_us_{0};
+};
+
 }  // namespace
 
-std::vector<std::string> PlacementNames() { return {"sepbit", "nosep", "sepgc", "fk", "dac", "fadac"}; }
+std::vector<std::string> PlacementNames() { return {"sepbit", "nosep", "sepgc", "fk", "dac", "fadac", "warcip"}; }
 
 Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
                                                  std::shared_ptr<const std::vector<uint64_t>> future) {
@@ -209,6 +304,7 @@ Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
   if (name == "sepgc") return std::unique_ptr<Placement>(new SepGC());
   if (name == "dac") return std::unique_ptr<Placement>(new Dac());
   if (name == "fadac") return std::unique_ptr<Placement>(new Fadac());
+  if (name == "warcip") return std::unique_ptr<Placement>(new Warcip());
   if (name == "fk") {
     if (!future) return Status::InvalidArgument("fk needs the trace's future (trace replay only)");
     return std::unique_ptr<Placement>(new FutureKnowledge(std::move(future)));

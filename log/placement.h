@@ -15,6 +15,8 @@
 //   fk      future knowledge: class = remaining lifespan / segment size (trace replay only)
 //   dac     per-LBA level: +1 per user write, -1 per GC rewrite
 //   fadac   write count against a fading average of request sizes, by powers of ten
+//   warcip  user writes clustered by rewrite interval (k-means-like, on the fly), with
+//           clusters split and merged every 256 sealed user segments; GC rewrites apart
 //
 // Thread-safety: none; owned by one log engine.
 #pragma once
@@ -33,6 +35,13 @@ struct PlacementContext {
   uint64_t timestamp_us = 0;  // of the current request
   uint64_t valid_blocks = 0;  // blocks in the log minus invalid blocks of sealed segments
   uint32_t segment_blocks = 0;
+};
+
+// What to do with a class whose open segment was just sealed (WARCIP merges and splits
+// classes; every other scheme reopens).
+struct SealDecision {
+  bool reopen = true;      // false: the class is removed; later classes shift down
+  int split_at = -1;       // >= 0: insert a new class (and open segment) at this index
 };
 
 struct PlacementStats {
@@ -55,10 +64,11 @@ class Placement {
                            const PlacementContext& ctx) = 0;
   // A segment of `cls`, opened at user time `created`, is being collected.
   virtual void SegmentCollected(uint32_t /*cls*/, uint64_t /*created*/, const PlacementContext&) {}
+  virtual SealDecision OnSealed(uint32_t /*cls*/, const PlacementContext&) { return {}; }
   virtual PlacementStats stats() const { return {}; }
 };
 
-// Names: sepbit, nosep, sepgc, fk, dac, fadac. `future_lifespans` (fk only): for the i-th
+// Names: sepbit, nosep, sepgc, fk, dac, fadac, warcip. `future_lifespans` (fk only): for the i-th
 // user-written block (from 0), the number of user writes until its LBA is written again,
 // or UINT64_MAX if never.
 Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
