@@ -75,8 +75,10 @@ FileBackend::FileBackend(std::string path, int fd, uint64_t capacity_blocks,
       capacity_blocks_(capacity_blocks),
       is_block_device_(is_block_device),
       queue_depth_(queue_depth),
-      ops_(queue_depth) {
+      ops_(queue_depth),
+      published_(new std::atomic<uint64_t>[queue_depth]) {
   std::memset(&ring_, 0, sizeof(ring_));
+  for (uint32_t i = 0; i < queue_depth; ++i) published_[i].store(0, std::memory_order_relaxed);
   free_.reserve(queue_depth);
   for (auto& op : ops_) free_.push_back(&op);
 }
@@ -138,6 +140,8 @@ void FileBackend::PrepLocked(Op* op) {
       break;
   }
   io_uring_sqe_set_data(sqe, op);
+  // Last touch of *op by the submitter: publish it to whichever thread reaps it.
+  published_[op - ops_.data()].fetch_add(1, std::memory_order_release);
   prepared_.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -200,19 +204,30 @@ size_t FileBackend::Poll(bool wait) {
     std::lock_guard lock(early_mu_);
     finished.swap(early_);
   }
-  const bool block = wait && finished.empty() && in_flight() > 0;
-  if (block || prepared_.load(std::memory_order_acquire) > 0) {
-    // One system call submits what is prepared and, when blocking, waits for a completion.
+  if (prepared_.load(std::memory_order_acquire) > 0) {  // short-transfer remainders
     std::lock_guard lock(sq_mu_);
-    int n = block ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
+    int n = io_uring_submit(&ring_);
     if (n > 0) prepared_.fetch_sub(static_cast<size_t>(n), std::memory_order_acq_rel);
   }
   {
+    // Wait only on the completion side, never holding the submission lock: another
+    // thread may have claimed an operation and still need that lock to submit it.
+    // Operations leave in_flight_ only here, under cq_mu_, so if any is counted now its
+    // completion is still to come and the wait ends.
     std::lock_guard lock(cq_mu_);
+    bool block = wait && finished.empty();
     for (;;) {
       io_uring_cqe* cqe = nullptr;
-      if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) break;
+      int rc = io_uring_peek_cqe(&ring_, &cqe);
+      if (rc != 0 || cqe == nullptr) {
+        if (!block || in_flight() == 0) break;
+        rc = io_uring_wait_cqe(&ring_, &cqe);
+        if (rc == -EINTR) continue;
+        if (rc != 0 || cqe == nullptr) break;
+      }
+      block = false;
       auto* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
+      (void)published_[op - ops_.data()].load(std::memory_order_acquire);
       int res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
 
