@@ -403,14 +403,7 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
-    std::fill(row.begin(), row.end(), std::byte{0});
-    for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
-      auto pos = static_cast<uint32_t>(r * rb + i);
-      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
-      if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true).ok()) {
-        std::fill(out.begin(), out.end(), std::byte{0});
-      }
-    }
+    ReadRowLocked(s, r, &row, true);  // a lost block is rewritten as zeros (counted as loss)
     std::vector<DeviceWrite> writes;
     scheme.RowWrites(geometry_, s, r, row, true, &scratch, &writes);
     io_->Write(writes);
@@ -659,6 +652,23 @@ Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std
                           ": no copy matches its CRC");
 }
 
+uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, bool repair) {
+  const Segment& seg = *segments_[s.value];
+  const uint64_t rb = geometry_.row_blocks();
+  std::fill(row->begin(), row->end(), std::byte{0});
+  uint32_t unreadable = 0;
+  for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
+    const auto pos = static_cast<uint32_t>(r * rb + i);
+    std::span<std::byte> out(row->data() + BlocksToBytes(i), kBlockSize);
+    const uint32_t want = seg.crc[pos];
+    if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == want; }, repair).ok()) {
+      std::fill(out.begin(), out.end(), std::byte{0});
+      ++unreadable;
+    }
+  }
+  return unreadable;
+}
+
 Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> out) {
   if (out.size() != kBlockSize) return Status::InvalidArgument("read takes one 4 KiB block");
   std::lock_guard lock(mu_);
@@ -699,13 +709,9 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
-    std::fill(row.begin(), row.end(), std::byte{0});
-    for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
-      auto pos = static_cast<uint32_t>(r * rb + i);
-      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
-      ERAID_RETURN_IF_ERROR(
-          ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true)
-              .WithContext("convert"));
+    if (ReadRowLocked(s, r, &row, true) > 0) {
+      return Status::DataLoss("convert: segment " + std::to_string(s.value) + " row " + std::to_string(r) +
+                              " has blocks no copy of which matches its CRC");
     }
     std::vector<DeviceWrite> writes;
     SchemeFor(to).RowWrites(geometry_, s, r, row, false, &scratch, &writes);
@@ -769,13 +775,9 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
         const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
         AlignedBuffer row(BlocksToBytes(rb)), scratch;
         for (uint32_t r = 0; r < done_rows; ++r) {
-          std::fill(row.begin(), row.end(), std::byte{0});
-          for (uint64_t j = 0; j < rb && r * rb + j < seg.frontier; ++j) {
-            auto pos = static_cast<uint32_t>(r * rb + j);
-            std::span<std::byte> out(row.data() + BlocksToBytes(j), kBlockSize);
-            ERAID_RETURN_IF_ERROR(ReadVerifiedLocked(s, pos, out,
-                                                     [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, false)
-                                      .WithContext("rebuild"));
+          if (ReadRowLocked(s, r, &row, false) > 0) {
+            return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " + std::to_string(r) +
+                                    " cannot be reconstructed");
           }
           std::vector<DeviceWrite> writes, mine;
           SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch, &writes);
@@ -829,17 +831,8 @@ Result<ScrubReport> ElasticArray::Scrub() {
     const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
     AlignedBuffer row(BlocksToBytes(rb)), scratch;
     for (uint32_t r = 0; r < rows; ++r) {
-      std::fill(row.begin(), row.end(), std::byte{0});
-      bool readable = true;
-      for (uint64_t j = 0; j < rb && r * rb + j < seg.frontier; ++j) {
-        auto pos = static_cast<uint32_t>(r * rb + j);
-        ++report.blocks_checked;
-        std::span<std::byte> out(row.data() + BlocksToBytes(j), kBlockSize);
-        if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == seg.crc[pos]; }, true).ok()) {
-          readable = false;
-        }
-      }
-      if (!readable) continue;
+      report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
+      if (ReadRowLocked(s, r, &row, true) > 0) continue;  // counted as unrepairable below
       BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
         return io_->ReadBlock(d, s.value, lba, b);
       };

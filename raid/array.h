@@ -31,6 +31,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/aligned_buffer.h"
 #include "common/clock.h"
 #include "compress/backend.h"
 #include "raid/geometry.h"
@@ -152,6 +153,9 @@ class ElasticArray {
   Status ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
                             const std::function<bool(std::span<const std::byte>)>& valid,
                             bool repair);
+  // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
+  // the frontier and for blocks no copy of which matches); returns how many did not.
+  uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, bool repair);
   Status SealLocked(SegmentId s);
   Status FinishRecoveredSegmentLocked(SegmentId s);
 
