@@ -1,0 +1,137 @@
+// nbdkit-eraid-plugin: serves an eraid volume (an array directory made by
+// `eraid create`) as an NBD export. nbdkit is the server; this is only the block device.
+//   nbdkit --unix SOCKET ./nbdkit-eraid-plugin.so dir=DIR
+// Thread model parallel (the volume serialises internally); requests must be 4 KiB
+// aligned (advertised as the minimum block size) and inside the volume, else EINVAL.
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "tools/array_dir.h"
+
+namespace {
+
+std::string g_dir;
+std::unique_ptr<eraid::ArrayDir> g_array;
+
+int Fail(const eraid::Status& s) {
+  nbdkit_error("eraid: %s", s.ToString().c_str());
+  nbdkit_set_error(s.code() == eraid::StatusCode::kInvalidArgument ? EINVAL
+                   : s.code() == eraid::StatusCode::kNoSpace      ? ENOSPC
+                                                                  : EIO);
+  return -1;
+}
+
+bool Aligned(uint64_t offset, uint32_t count) {
+  return count > 0 && offset % eraid::kBlockSize == 0 && count % eraid::kBlockSize == 0;
+}
+
+int Config(const char* key, const char* value) {
+  if (std::strcmp(key, "dir") == 0) {
+    g_dir = value;
+    return 0;
+  }
+  nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR)", key);
+  return -1;
+}
+
+int ConfigComplete() {
+  if (g_dir.empty()) {
+    nbdkit_error("eraid: dir=DIR is required");
+    return -1;
+  }
+  return 0;
+}
+
+int GetReady() {
+  auto a = eraid::ArrayDir::Open(g_dir);
+  if (!a.ok()) return Fail(a.status());
+  g_array = std::move(a).value();
+  return 0;
+}
+
+void Unload() {
+  if (g_array) {
+    eraid::Status s = g_array->Close();
+    if (!s.ok()) nbdkit_error("eraid: close: %s", s.ToString().c_str());
+    g_array.reset();
+  }
+}
+
+void* Open(int) { return g_array.get(); }
+
+int64_t GetSize(void*) { return static_cast<int64_t>(eraid::BlocksToBytes(g_array->volume().capacity_blocks())); }
+
+int BlockSize(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) {
+  *minimum = eraid::kBlockSize;
+  *preferred = eraid::kBlockSize;
+  *maximum = 32 << 20;
+  return 0;
+}
+
+int Pread(void*, void* buf, uint32_t count, uint64_t offset, uint32_t) {
+  if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned read"));
+  eraid::Status s = g_array->volume().Read(offset / eraid::kBlockSize, {static_cast<std::byte*>(buf), count});
+  return s.ok() ? 0 : Fail(s);
+}
+
+int Pwrite(void*, const void* buf, uint32_t count, uint64_t offset, uint32_t flags) {
+  if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned write"));
+  eraid::Status s = g_array->volume().Write(offset / eraid::kBlockSize, {static_cast<const std::byte*>(buf), count});
+  if (s.ok() && (flags & NBDKIT_FLAG_FUA)) s = g_array->volume().Flush();
+  return s.ok() ? 0 : Fail(s);
+}
+
+int Flush(void*, uint32_t) {
+  eraid::Status s = g_array->volume().Flush();
+  return s.ok() ? 0 : Fail(s);
+}
+
+int Trim(void*, uint32_t count, uint64_t offset, uint32_t flags) {
+  if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned trim"));
+  eraid::Status s = g_array->volume().Trim(offset / eraid::kBlockSize, count / eraid::kBlockSize);
+  if (s.ok() && (flags & NBDKIT_FLAG_FUA)) s = g_array->volume().Flush();
+  return s.ok() ? 0 : Fail(s);
+}
+
+int Zero(void* h, uint32_t count, uint64_t offset, uint32_t flags) { return Trim(h, count, offset, flags); }
+
+int CanYes(void*) { return 1; }
+int CanFua(void*) { return NBDKIT_FUA_NATIVE; }
+
+}  // namespace
+
+static struct nbdkit_plugin plugin = [] {
+  struct nbdkit_plugin p {};
+  p.name = "eraid";
+  p.longname = "eraid elastic RAID volume";
+  p.version = "0.1";
+  p.description = "A SepBIT log volume over an elastic RAID of compressing drives";
+  p.config = Config;
+  p.config_complete = ConfigComplete;
+  p.config_help = "dir=<DIR>    (required) an array directory made by `eraid create`";
+  p.get_ready = GetReady;
+  p.unload = Unload;
+  p.open = Open;
+  p.get_size = GetSize;
+  p.block_size = BlockSize;
+  p.pread = Pread;
+  p.pwrite = Pwrite;
+  p.flush = Flush;
+  p.trim = Trim;
+  p.zero = Zero;
+  p.can_write = CanYes;
+  p.can_flush = CanYes;
+  p.can_trim = CanYes;
+  p.can_zero = CanYes;
+  p.can_fua = CanFua;
+  p.can_multi_conn = CanYes;  // one volume behind every connection: a flush covers all
+  return p;
+}();
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+NBDKIT_REGISTER_PLUGIN(plugin)
