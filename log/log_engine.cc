@@ -217,7 +217,7 @@ Status LogEngine::CollectGarbage() {
   }
   // The copies must be durable before the victims' originals go: freeing is durable at
   // once (a journalled bitmap flip), the copies only after a flush.
-  if (store_.has_data()) ERAID_RETURN_IF_ERROR(store_.Flush().WithContext("gc flush"));
+  ERAID_RETURN_IF_ERROR(store_.Flush().WithContext("gc flush"));
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = candidates[v].index;
     Segment& victim = *segments_[index];

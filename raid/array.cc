@@ -357,15 +357,8 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
       summary = std::move(d).value();
       return true;
     };
-    // The chain ends where no summary of this generation is found; that read is expected
-    // to fail and is not a loss, so its counters are put back.
-    ArrayStats saved = stats_;
-    if (!ReadVerifiedLocked(s, pos, block, is_summary, false).ok()) {
-      stats_.data_loss = saved.data_loss;
-      stats_.reconstructions = saved.reconstructions;
-      stats_.crc_mismatches = saved.crc_mismatches;
-      break;
-    }
+    // The chain ends where no summary of this generation is found: not a loss.
+    if (!ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok()) break;
     const auto k = static_cast<uint32_t>(summary.entries.size());
     if (pos + 1 + k > positions) break;
     bool whole = true;
@@ -373,7 +366,7 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
       std::vector<std::byte> data(kBlockSize);
       for (uint32_t i = 0; i < k && whole; ++i) {
         uint32_t want = summary.entries[i].crc;
-        whole = ReadVerifiedLocked(s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; }, false).ok();
+        whole = ReadVerifiedLocked(s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kNoRepair).ok();
       }
     }
     if (!whole) break;
@@ -403,7 +396,7 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
-    ReadRowLocked(s, r, &row, true);  // a lost block is rewritten as zeros (counted as loss)
+    ReadRowLocked(s, r, &row, ReadMode::kRepair);  // a lost block is rewritten as zeros (counted as loss)
     std::vector<DeviceWrite> writes;
     scheme.RowWrites(geometry_, s, r, row, true, &scratch, &writes);
     io_->Write(writes);
@@ -622,7 +615,8 @@ Status ElasticArray::Free(SegmentId s) {
 
 Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
                                         const std::function<bool(std::span<const std::byte>)>& valid,
-                                        bool repair) {
+                                        ReadMode mode) {
+  const bool count = mode != ReadMode::kProbe;
   Segment& seg = *segments_[s.value];
   const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
   if (seg.open && pos >= row_start) {
@@ -634,25 +628,25 @@ Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std
   if (io_->ReadBlock(p.device, s.value, p.lba, out)) {
     if (valid(out)) return Status::Ok();
     mismatch = true;
-    ++stats_.crc_mismatches;
+    if (count) ++stats_.crc_mismatches;
   }
   BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
     return io_->ReadBlock(d, s.value, lba, b);
   };
   if (SchemeFor(seg.entry.scheme).ReadAlternative(geometry_, s, pos, reader, valid, out)) {
-    ++stats_.reconstructions;
-    if (mismatch && repair && io_->writable(p.device)) {
+    if (count) ++stats_.reconstructions;
+    if (mismatch && mode == ReadMode::kRepair && io_->writable(p.device)) {
       io_->Write({{p.device, p.lba, out}});
       ++stats_.repairs;
     }
     return Status::Ok();
   }
-  ++stats_.data_loss;
+  if (count) ++stats_.data_loss;
   return Status::DataLoss("segment " + std::to_string(s.value) + " position " + std::to_string(pos) +
                           ": no copy matches its CRC");
 }
 
-uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, bool repair) {
+uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode) {
   const Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
   std::fill(row->begin(), row->end(), std::byte{0});
@@ -661,7 +655,7 @@ uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row
     const auto pos = static_cast<uint32_t>(r * rb + i);
     std::span<std::byte> out(row->data() + BlocksToBytes(i), kBlockSize);
     const uint32_t want = seg.crc[pos];
-    if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == want; }, repair).ok()) {
+    if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == want; }, mode).ok()) {
       std::fill(out.begin(), out.end(), std::byte{0});
       ++unreadable;
     }
@@ -677,7 +671,7 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
                                    std::to_string(position) + " was never written");
   }
   const uint32_t want = segments_[s.value]->crc[position];
-  Status st = ReadVerifiedLocked(s, position, out, [&](auto b) { return Crc32c(b) == want; }, true);
+  Status st = ReadVerifiedLocked(s, position, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return st;
 }
@@ -709,7 +703,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
-    if (ReadRowLocked(s, r, &row, true) > 0) {
+    if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0) {
       return Status::DataLoss("convert: segment " + std::to_string(s.value) + " row " + std::to_string(r) +
                               " has blocks no copy of which matches its CRC");
     }
@@ -775,7 +769,7 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
         const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
         AlignedBuffer row(BlocksToBytes(rb)), scratch;
         for (uint32_t r = 0; r < done_rows; ++r) {
-          if (ReadRowLocked(s, r, &row, false) > 0) {
+          if (ReadRowLocked(s, r, &row, ReadMode::kNoRepair) > 0) {
             return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " + std::to_string(r) +
                                     " cannot be reconstructed");
           }
@@ -832,7 +826,7 @@ Result<ScrubReport> ElasticArray::Scrub() {
     AlignedBuffer row(BlocksToBytes(rb)), scratch;
     for (uint32_t r = 0; r < rows; ++r) {
       report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
-      if (ReadRowLocked(s, r, &row, true) > 0) continue;  // counted as unrepairable below
+      if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0) continue;  // counted as unrepairable below
       BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
         return io_->ReadBlock(d, s.value, lba, b);
       };

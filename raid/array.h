@@ -150,12 +150,15 @@ class ElasticArray {
   Status FlushLocked();
   // Writes the open batch's summary into the row buffer.
   Status CloseBatchLocked(uint32_t index);
+  // How a verified read treats a bad copy: rewrite it in place (kRepair), leave it
+  // (kNoRepair), or — for recovery looking for what may not exist — neither repair nor
+  // count anything (kProbe).
+  enum class ReadMode { kRepair, kNoRepair, kProbe };
   Status ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
-                            const std::function<bool(std::span<const std::byte>)>& valid,
-                            bool repair);
+                            const std::function<bool(std::span<const std::byte>)>& valid, ReadMode mode);
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
-  uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, bool repair);
+  uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
   Status SealLocked(SegmentId s);
   Status FinishRecoveredSegmentLocked(SegmentId s);
 
