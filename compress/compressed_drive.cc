@@ -439,6 +439,9 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
   EncodeRecordHeader(*h, body, dst);
   *loc = PackLoc(BlocksToBytes(data_start_block_) + uint64_t(s.eu) * eu_bytes_ + eu.write_ptr, len);
   eu.write_ptr += len;
+  // Full pages go to flash in batches: reads of the open EU are served from its buffer,
+  // so writing each page as it fills would only multiply backend operations.
+  if (eu.write_ptr - s.synced_bytes < BlocksToBytes(options_.write_batch_blocks)) return Status::Ok();
   return WritePagesLocked(s, /*include_partial=*/false);
 }
 

@@ -54,6 +54,9 @@ struct DriveOptions {
   uint32_t gc_free_eus = 4;         // GC runs when fewer EUs than this are free
   // A checkpoint is written after this many times its own size has been written to flash.
   uint32_t checkpoint_every = 128;
+  // Full flash pages of an open EU are written once this many have accumulated (and
+  // every page at a flush or when the EU fills): fewer, larger backend writes.
+  uint32_t write_batch_blocks = 16;
 };
 
 struct DriveStats {

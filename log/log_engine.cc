@@ -139,8 +139,16 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
                                       data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
   }
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
+  if (options_.gc_free_segments > 0) {
+    while (stats_.live_segments + options_.gc_free_segments > options_.total_segments) {
+      const uint64_t before = stats_.segments_collected;
+      ERAID_RETURN_IF_ERROR(CollectGarbage(/*min_gp=*/std::numeric_limits<double>::min()));
+      if (stats_.segments_collected == before) break;  // nothing holds garbage
+    }
+    return Status::Ok();
+  }
   if (n_blocks_ > 0 && static_cast<double>(n_invalid_sealed_) / static_cast<double>(n_blocks_) > options_.gp_threshold) {
-    return CollectGarbage();
+    return CollectGarbage(options_.gp_threshold);
   }
   return Status::Ok();
 }
@@ -161,7 +169,7 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status LogEngine::Flush() { return store_.Flush(); }
 
-Status LogEngine::CollectGarbage() {
+Status LogEngine::CollectGarbage(double min_gp) {
   // Candidates, best first; ties in the order the reference simulator's HashMap iterates.
   const double now_us = static_cast<double>(timestamp_us_);
   struct Candidate {
@@ -175,7 +183,7 @@ Status LogEngine::CollectGarbage() {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || seg->n_invalid == 0) continue;
     const double gp = double(seg->n_invalid) / double(seg->slots.size());
-    if (gp < options_.gp_threshold) continue;
+    if (gp < min_gp) continue;
     double score = gp;
     if (options_.selection == Selection::kCostBenefit) {
       const double u = 1.0 - gp;

@@ -50,6 +50,13 @@ struct EngineOptions {
   // segment ids, and so its tie order in Greedy, the same. eraid-sim sets 6; the live
   // volume leaves 0 (= the placement's classes).
   uint32_t initial_open_segments = 0;
+  // When to collect. 0: whenever the garbage proportion of all stored blocks exceeds
+  // gp_threshold — the SepBIT paper's trigger, which eraid-sim replays. N > 0: only when
+  // fewer than N of `total_segments` are free, collecting any segment that holds garbage
+  // until N are free again — the live volume's trigger, so free space is used before
+  // anything is copied (a volume written over a small working set sees WA ~ 1).
+  uint32_t gc_free_segments = 0;
+  uint32_t total_segments = 0;
 };
 
 struct EngineStats {
@@ -103,7 +110,8 @@ class LogEngine {
   Status OpenSegment(uint32_t cls);
   Status SealSegment(uint32_t cls);
   void Invalidate(uint64_t lba);
-  Status CollectGarbage();
+  // Collects segments_per_gc victims among sealed segments whose GP is >= min_gp.
+  Status CollectGarbage(double min_gp);
   PlacementContext Context() const;
   uint32_t TieOrder(uint64_t id) const;
 

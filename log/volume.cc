@@ -76,6 +76,10 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
   eo.gp_threshold = options.gp_threshold;
   eo.selection = options.selection;
   eo.keep_victim_gps = false;
+  if (options.gc_when == GcTrigger::kFreeSpace) {
+    eo.total_segments = array.geometry().segments;
+    eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
+  }
   v->engine_ = std::make_unique<LogEngine>(eo, *v->placement_, *v->store_);
   return v;
 }
@@ -96,6 +100,10 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   eo.gp_threshold = options.gp_threshold;
   eo.selection = options.selection;
   eo.keep_victim_gps = false;
+  if (options.gc_when == GcTrigger::kFreeSpace) {
+    eo.total_segments = array.geometry().segments;
+    eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
+  }
   // Segments with no data blocks (opened, never written) are simply freed.
   for (uint32_t i = 0; i < array.geometry().segments; ++i) {
     if (array.segment_info(SegmentId(i)).scheme != SegmentScheme::kFree && !found.count(i)) {

@@ -23,10 +23,16 @@
 
 namespace eraid {
 
+enum class GcTrigger {
+  kFreeSpace,          // when free segments run low (the default: free space is used first)
+  kGarbageProportion,  // whenever GP > gp_threshold, as the SepBIT paper (and eraid-sim)
+};
+
 struct VolumeOptions {
   std::string placement = "sepbit";
   Selection selection = Selection::kCostBenefit;
   double gp_threshold = 0.15;
+  GcTrigger gc_when = GcTrigger::kFreeSpace;
   SegmentScheme scheme = SegmentScheme::kRaid5;  // new segments (the scheduler converts later)
   // Exported capacity as a fraction of the array's data positions that remain after the
   // open segments: the rest is the room GC works in.

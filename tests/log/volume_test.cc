@@ -27,8 +27,10 @@ struct Rig {
   std::unique_ptr<Volume> volume;
   VolumeOptions options;
 
-  explicit Rig(const std::string& placement, uint32_t devices = 4) {
+  explicit Rig(const std::string& placement, uint32_t devices = 4,
+               GcTrigger gc_when = GcTrigger::kFreeSpace) {
     options.placement = placement;
+    options.gc_when = gc_when;
     for (uint32_t d = 0; d < devices; ++d) {
       media.push_back(std::make_unique<MemBackend>(4096));
       devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
@@ -202,6 +204,34 @@ TEST(VolumeTest, DeviceFailsUnderLoad) {
     ASSERT_EQ(back, model.Latest(lba));
   }
   EXPECT_GT(rig.volume->stats().engine.segments_collected, 0u);
+}
+
+// The live volume collects only when free segments run low: rewriting a working set of a
+// tenth of the capacity many times over copies nothing, while the paper's GP trigger
+// starts copying as soon as garbage passes 15%. Filling the whole capacity over and over
+// makes the free-space trigger collect too, and no write fails for space.
+TEST(VolumeTest, FreeSpaceTriggerUsesFreeSpaceFirst) {
+  for (GcTrigger when : {GcTrigger::kFreeSpace, GcTrigger::kGarbageProportion}) {
+    Rig rig("sepbit", 4, when);
+    const uint64_t cap = rig.volume->capacity_blocks();
+    std::mt19937_64 rng(11);
+    Block b(kBlockSize);
+    for (uint64_t i = 0; i < cap / 2; ++i) {
+      FillBlockWithCompressibility(b, 50, rng);
+      ASSERT_TRUE(rig.volume->Write(rng() % (cap / 10), b).ok());
+    }
+    const EngineStats st = rig.volume->stats().engine;
+    if (when == GcTrigger::kFreeSpace) {
+      EXPECT_EQ(st.gc_blocks, 0u) << "free space is used before anything is copied";
+      for (uint64_t i = 0; i < 3 * cap; ++i) {
+        FillBlockWithCompressibility(b, 50, rng);
+        ASSERT_TRUE(rig.volume->Write(rng() % cap, b).ok()) << "write " << i << " of 3x capacity";
+      }
+      EXPECT_GT(rig.volume->stats().engine.segments_collected, 0u);
+    } else {
+      EXPECT_GT(st.gc_blocks, 0u) << "the GP trigger copies as soon as garbage passes 15%";
+    }
+  }
 }
 
 TEST(VolumeTest, BadRequests) {
