@@ -120,6 +120,7 @@ class CompressedDrive final : public Backend {
   // the range's mapping entries (8 bytes per block).
   std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override;
   uint32_t erase_unit_blocks() const { return eu_blocks_; }
+  double expansion() const { return options_.expansion; }
 
  private:
   struct Geometry;

@@ -1,5 +1,11 @@
 #include "tools/array_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -97,14 +103,21 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   if (std::filesystem::exists(dir + "/" + kManifest) && !force) {
     return Status::InvalidArgument(dir + " already holds an array (use --force to overwrite)");
   }
+  if (!o.device_paths.empty() && o.device_paths.size() != o.devices) {
+    return Status::InvalidArgument("give --device once per drive (" + std::to_string(o.devices) + ")");
+  }
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
+  ERAID_RETURN_IF_ERROR(a->Lock());
+  a->drive_options_ = o.drive;
   std::vector<Backend*> devs;
   for (uint32_t i = 0; i < o.devices; ++i) {
     FileBackendOptions fo;
-    fo.create = true;
+    const std::string path = o.device_paths.empty() ? DrivePath(dir, i) : o.device_paths[i];
+    fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
     fo.size_bytes = o.device_size_bytes;
-    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(DrivePath(dir, i), fo));
+    a->paths_.push_back(path);
+    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
     ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, o.drive));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(drive));
@@ -119,25 +132,45 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"placement", o.volume.placement},
       {"gp", std::to_string(o.volume.gp_threshold)},
       {"scheme", raid_format::SchemeName(o.volume.scheme)}};
-  ERAID_RETURN_IF_ERROR(WriteManifest(dir, kv));
+  if (!o.device_paths.empty()) {
+    for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
+  }
+  a->manifest_ = kv;
+  ERAID_RETURN_IF_ERROR(a->WriteManifestFile());
   return a;
 }
 
 Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
-  const uint32_t devices = static_cast<uint32_t>(std::stoul(kv["devices"]));
+  for (const char* key : {"devices", "compression", "flashalloc", "placement", "gp", "scheme"}) {
+    if (!kv.count(key)) return Status::Corruption(dir + "/" + kManifest + ": no " + key);
+  }
+  uint32_t devices = 0;
+  double gp = 0;
+  try {
+    devices = static_cast<uint32_t>(std::stoul(kv["devices"]));
+    gp = std::stod(kv["gp"]);
+  } catch (...) {
+    return Status::Corruption(dir + "/" + kManifest + ": bad devices or gp");
+  }
+  if (devices < kMinDevices || devices > kMaxDevices) return Status::Corruption("manifest: bad device count");
   DriveOptions drive;
   ERAID_ASSIGN_OR_RETURN(drive.codec, ParseCodecConfig(kv["compression"]));
   drive.flashalloc = kv["flashalloc"] != "off";
   VolumeOptions vo;
   vo.placement = kv["placement"];
-  vo.gp_threshold = std::stod(kv["gp"]);
+  vo.gp_threshold = gp;
   vo.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
+  ERAID_RETURN_IF_ERROR(a->Lock());
+  a->manifest_ = kv;
+  a->drive_options_ = drive;
   std::vector<Backend*> devs;
   for (uint32_t i = 0; i < devices; ++i) {
-    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(DrivePath(dir, i), {}));
+    auto p = kv.find("drive." + std::to_string(i));
+    a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
+    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(a->paths_.back(), {}));
     ERAID_ASSIGN_OR_RETURN(auto d, CompressedDrive::Open(*file, drive));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(d));
@@ -159,6 +192,62 @@ ArrayDir::~ArrayDir() {
   array_.reset();
   drives_.clear();
   files_.clear();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status ArrayDir::Lock() {
+  const std::string path = dir_ + "/eraid.lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return Status::Busy("the array in " + dir_ + " is in use by another process (is it being served?)");
+  }
+  return Status::Ok();
+}
+
+Status ArrayDir::WriteManifestFile() const { return WriteManifest(dir_, manifest_); }
+
+Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
+                         const std::function<void(const RebuildProgress&)>& progress) {
+  std::lock_guard lock(replace_mu_);
+  if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
+  const bool in_place = with.empty();
+  const std::string target = in_place ? paths_[d] + ".new" : with;
+  if (!in_place && std::filesystem::exists(target) && !std::filesystem::is_block_file(target)) {
+    return Status::InvalidArgument(target + " exists; give a new file or a block device");
+  }
+  uint64_t size = 0;
+  {
+    std::error_code ec;
+    size = std::filesystem::is_block_file(paths_[d]) ? BlocksToBytes(files_[d]->capacity_blocks())
+                                                      : std::filesystem::file_size(paths_[d], ec);
+    if (ec) size = BlocksToBytes(files_[d]->capacity_blocks());
+  }
+  FileBackendOptions fo;
+  fo.create = !std::filesystem::is_block_file(target);
+  fo.size_bytes = size;
+  ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(target, fo));
+  DriveOptions format = drive_options_;
+  format.erase_unit_blocks = drives_[d]->erase_unit_blocks();
+  format.expansion = drives_[d]->expansion();
+  ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, format));
+  ERAID_RETURN_IF_ERROR(array_->Replace(d, drive.get(), rate_bytes_per_sec, progress));
+  ERAID_RETURN_IF_ERROR(drive->Flush());
+  // The array no longer touches the old drive: swap the objects, then the files.
+  std::swap(drives_[d], drive);
+  std::swap(files_[d], file);
+  drive.reset();
+  file.reset();
+  if (in_place) {
+    std::error_code ec;
+    std::filesystem::rename(target, paths_[d], ec);
+    if (ec) return Status::IoError("rebuilt onto " + target + " but cannot rename it: " + ec.message());
+  } else {
+    paths_[d] = target;
+    manifest_["drive." + std::to_string(d)] = target;
+    ERAID_RETURN_IF_ERROR(WriteManifestFile());
+  }
+  return Status::Ok();
 }
 
 }  // namespace eraid

@@ -8,7 +8,10 @@
 // concurrently); Open/Create are not.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@ namespace eraid {
 
 struct ArrayDirOptions {
   uint32_t devices = 4;
+  // Where each drive's flash lives: empty = DIR/drive0 .. DIR/driveN-1. Otherwise one
+  // path per drive (files, created with device_size_bytes if missing, or block devices).
+  std::vector<std::string> device_paths;
   uint64_t device_size_bytes = 256ull << 20;  // flash per emulated drive
   DriveOptions drive;
   ArrayOptions array;
@@ -31,8 +37,17 @@ class ArrayDir {
  public:
   // Refuses to overwrite an existing array unless `force`.
   static Result<std::unique_ptr<ArrayDir>> Create(const std::string& dir, const ArrayDirOptions& options, bool force);
+  // Takes DIR/eraid.lock exclusively: one process opens an array at a time (Busy else).
   static Result<std::unique_ptr<ArrayDir>> Open(const std::string& dir);
   ~ArrayDir();
+
+  const std::string& dir() const { return dir_; }
+  const std::string& device_path(uint32_t d) const { return paths_.at(d); }
+  // Rebuilds device `d` onto a freshly formatted drive at `with` (empty: a new file that
+  // replaces the device's own, renamed into place when the rebuild is done), online. The
+  // manifest records the new path. `progress` as ElasticArray::Replace.
+  Status Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
+                 const std::function<void(const RebuildProgress&)>& progress);
 
   Volume& volume() { return *volume_; }
   ElasticArray& array() { return *array_; }
@@ -42,7 +57,14 @@ class ArrayDir {
 
  private:
   ArrayDir() = default;
+  Status Lock();
+  Status WriteManifestFile() const;
   std::string dir_;
+  int lock_fd_ = -1;
+  std::vector<std::string> paths_;
+  std::map<std::string, std::string> manifest_;
+  DriveOptions drive_options_;
+  std::mutex replace_mu_;  // one replacement at a time
   std::vector<std::unique_ptr<FileBackend>> files_;
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;

@@ -46,7 +46,7 @@ case "$cmd" in
   demo)
     tools/install-deps.sh
     build build
-    build/tools/eraid-demo
+    build/tools/eraid demo
     ;;
   *)
     echo "usage: tools/eraid.sh demo|test|build [--no-sanitize] [-j N]" >&2

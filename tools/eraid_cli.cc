@@ -1,8 +1,23 @@
-// eraid: the administration command. Subcommands available so far: create.
-#include <boost/program_options.hpp>
-#include <iostream>
+// eraid: the administration command. `eraid SUBCOMMAND --help` describes each one.
+//   create, serve, stop          make an array; serve it over NBD (nbdkit); stop serving
+//   status, fail, replace,       administer it: through the admin socket of the server
+//   scrub, convert, inspect      that serves it, or offline when none does
+//   demo                         the README's first command (tools/demo.cc)
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "tools/admin.h"
 #include "tools/array_dir.h"
+#include "tools/demo.h"
+#include "tools/progress.h"
+#include "tools/serve.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool
@@ -12,21 +27,76 @@ namespace {
 int Usage(std::ostream& out, int rc) {
   out << "usage: eraid SUBCOMMAND [options]   (eraid SUBCOMMAND --help for its options)\n"
          "subcommands:\n"
-         "  create   make an array of emulated compressing drives in a directory\n";
+         "  create    make an array of emulated compressing drives (or over given files/devices)\n"
+         "  serve     serve an array over NBD with nbdkit (Unix socket, mode 0600)\n"
+         "  stop      stop the server of an array\n"
+         "  status    health, devices, capacity, physical use, compression, RAID10 coverage, WA\n"
+         "  fail      fail a device (failure injection); the array runs degraded\n"
+         "  replace   rebuild a device onto a fresh drive, online\n"
+         "  scrub     read every block and check CRCs, parity and mirrors; repair what it can\n"
+         "  convert   convert segments to RAID5 or RAID10\n"
+         "  inspect   dump the superblock, bitmap and segment table\n"
+         "  demo      fio over NBD on emulated drives: fail a drive mid-run, rebuild, summary\n";
   return rc;
+}
+
+// Parses a subcommand's options. Returns -1 to go on, else the exit code.
+int Parse(const std::string& name, po::options_description& desc, int argc, char** argv, po::variables_map* vm) {
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), *vm);
+    if (vm->count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << "eraid " << name << ": " << e.what() << " (see eraid " << name << " --help)\n";
+    return 2;
+  }
+  return -1;
+}
+
+int Die(const std::string& name, const Status& s, int rc = 1) {
+  std::cerr << "eraid " << name << ": " << s.message() << "\n";
+  return rc;
+}
+
+// Runs an admin command on the serving array, or offline on the array itself.
+int Admin(const std::string& name, const std::string& dir, std::vector<std::string> words, bool json,
+          bool progress_bar) {
+  if (json) words.push_back("--json");
+  std::optional<ProgressBar> bar;
+  if (progress_bar) bar.emplace(name);
+  auto progress = [&](double f) {
+    if (bar) bar->Update(f);
+  };
+  auto reply = AdminCall(dir, words, progress);
+  if (!reply.ok() && reply.status().code() == StatusCode::kNotFound) {
+    auto a = ArrayDir::Open(dir);
+    if (!a.ok()) return Die(name, a.status());
+    AdminState state;
+    reply = RunAdmin(**a, state, words, progress);
+    if (Status s = (*a)->Close(); !s.ok() && reply.ok() && reply->rc == 0) return Die(name, s);
+  }
+  bar.reset();
+  if (!reply.ok()) return Die(name, reply.status());
+  (reply->rc == 0 ? std::cout : std::cerr) << (reply->rc == 0 ? "" : "eraid " + name + ": ") << reply->text;
+  return reply->rc;
 }
 
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit";
+  std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
   bool force = false;
   po::options_description desc("eraid create --dir DIR [options]\noptions");
   desc.add_options()("help,h", "this text")
-      ("dir", po::value(&dir)->required(), "directory for the drive files and manifest")
-      ("devices", po::value(&devices)->default_value(devices), "emulated drives, n+1 (3..16)")
-      ("device-size", po::value(&device_size)->default_value(device_size), "flash per drive (e.g. 256M, 1G)")
+      ("dir", po::value(&dir)->required(), "directory for the manifest (and the drive files)")
+      ("devices", po::value(&devices)->default_value(devices), "drives, n+1 (3..16)")
+      ("device-size", po::value(&device_size)->default_value(device_size), "flash per emulated drive (e.g. 256M, 1G)")
+      ("device", po::value(&device_paths)->composing(), "a file or block device for a drive's flash, once per drive (default DIR/driveK)")
       ("chunk", po::value(&chunk)->default_value(chunk), "RAID chunk (4K..1M, a power of two)")
       ("rows-per-slot", po::value(&rows)->default_value(rows), "rows per segment slot")
       ("expansion", po::value(&expansion)->default_value(expansion), "drive logical/physical size (1..16)")
@@ -35,36 +105,32 @@ int Create(int argc, char** argv) {
       ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip")
       ("force", po::bool_switch(&force), "overwrite an existing array");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "eraid create: " << e.what() << "\n";
-    return 2;
-  }
+  if (int rc = Parse("create", desc, argc, argv, &vm); rc >= 0) return rc;
   ArrayDirOptions o;
   o.devices = devices;
+  o.device_paths = device_paths;
+  if (!device_paths.empty() && !vm["devices"].defaulted() && devices != device_paths.size()) {
+    return Die("create", Status::InvalidArgument("--devices " + std::to_string(devices) + " but " +
+                                                 std::to_string(device_paths.size()) + " --device paths"), 2);
+  }
+  if (!device_paths.empty()) o.devices = static_cast<uint32_t>(device_paths.size());
   auto size = ParseSize(device_size);
   auto chunk_bytes = ParseSize(chunk);
   auto codec = ParseCodecConfig(compression);
   for (const Status& s : {size.status(), chunk_bytes.status(), codec.status()}) {
-    if (!s.ok()) {
-      std::cerr << "eraid create: " << s.message() << "\n";
-      return 2;
-    }
+    if (!s.ok()) return Die("create", s, 2);
   }
   if (flashalloc != "on" && flashalloc != "off") {
-    std::cerr << "eraid create: --flashalloc must be on or off\n";
-    return 2;
+    return Die("create", Status::InvalidArgument("--flashalloc must be on or off"), 2);
   }
-  if (!IsBlockAligned(*chunk_bytes) || *chunk_bytes == 0) {
-    std::cerr << "eraid create: --chunk must be a multiple of 4K\n";
-    return 2;
+  if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) || (*chunk_bytes & (*chunk_bytes - 1)) != 0 ||
+      *chunk_bytes > (1u << 20)) {
+    return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"), 2);
   }
+  if (!(expansion >= 1.0 && expansion <= 16.0)) {
+    return Die("create", Status::InvalidArgument("--expansion must be 1..16"), 2);
+  }
+  if (rows < 1 || rows > 4096) return Die("create", Status::InvalidArgument("--rows-per-slot must be 1..4096"), 2);
   o.device_size_bytes = *size;
   o.drive.codec = *codec;
   o.drive.expansion = expansion;
@@ -72,18 +138,148 @@ int Create(int argc, char** argv) {
   o.array.chunk_blocks = static_cast<uint32_t>(BytesToBlocks(*chunk_bytes));
   o.array.rows_per_slot = rows;
   o.volume.placement = placement;
+  if (ArrayInUse(dir)) return Die("create", Status::Busy("the array in " + dir + " is in use (served?)"));
   auto a = ArrayDir::Create(dir, o, force);
-  if (!a.ok()) {
-    std::cerr << "eraid create: " << a.status().message() << "\n";
-    return 1;
-  }
-  if (Status s = (*a)->Close(); !s.ok()) {
-    std::cerr << "eraid create: " << s.ToString() << "\n";
-    return 1;
-  }
-  std::cout << "created " << dir << ": " << devices << " drives, volume of "
+  if (!a.ok()) return Die("create", a.status(), a.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  if (Status s = (*a)->Close(); !s.ok()) return Die("create", s);
+  std::cout << "created " << dir << ": " << o.devices << " drives, volume of "
             << BlocksToBytes((*a)->volume().capacity_blocks()) / 1048576 << " MiB\n";
   return 0;
+}
+
+volatile sig_atomic_t g_child = 0;
+void Forward(int sig) {
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+int Serve(int argc, char** argv) {
+  ServeOptions o;
+  bool daemon = false;
+  po::options_description desc(
+      "eraid serve --dir DIR [--socket PATH | --tcp ADDR:PORT --tls-psk FILE] [--daemon]\n"
+      "Serves the array's volume over NBD: nbdkit with the eraid plugin. Clients:\n"
+      "  fio --ioengine=nbd --uri=nbd+unix:///?socket=DIR/nbd.sock, nbdcopy, qemu-img.\n"
+      "options");
+  desc.add_options()("help,h", "this text")
+      ("dir", po::value(&o.dir)->required(), "the array directory")
+      ("socket", po::value(&o.socket), "Unix socket to listen on (default DIR/nbd.sock), mode 0600")
+      ("tcp", po::value(&o.tcp), "listen on ADDR:PORT instead; only with TLS")
+      ("tls-psk", po::value(&o.tls_psk), "TLS pre-shared keys file (psktool format), for --tcp")
+      ("tls-certificates", po::value(&o.tls_certificates), "TLS certificates directory, for --tcp")
+      ("threads", po::value(&o.threads)->default_value(o.threads), "nbdkit threads per connection")
+      ("daemon", po::bool_switch(&daemon), "serve in the background (log in DIR/serve.log); stop with eraid stop")
+      ("nbdkit", po::value(&o.nbdkit)->default_value(o.nbdkit), "the nbdkit binary")
+      ("plugin", po::value(&o.plugin), "the eraid plugin (default: next to this binary)");
+  po::variables_map vm;
+  if (int rc = Parse("serve", desc, argc, argv, &vm); rc >= 0) return rc;
+  {
+    ServeOptions check = o;
+    auto cmd = NbdkitCommand(check);
+    if (!cmd.ok()) return Die("serve", cmd.status(), cmd.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+    o = check;
+  }
+  if (daemon) {
+    o.log = o.dir + "/serve.log";
+    const pid_t pid = ::fork();
+    if (pid < 0) return Die("serve", Status::IoError("fork failed"));
+    if (pid > 0) {
+      // Wait until it serves, or reports why not.
+      for (int i = 0; i < 1200; ++i) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid) {
+          return Die("serve", Status::IoError("the server did not start; see " + o.log));
+        }
+        if (AdminCall(o.dir, {"status", "--json"}, nullptr).ok() &&
+            (o.socket.empty() || std::filesystem::exists(o.socket))) {
+          std::cout << "serving " << o.dir << " on " << (o.tcp.empty() ? o.socket : o.tcp) << " (pid " << pid
+                    << "); stop with: eraid stop --dir " << o.dir << "\n";
+          return 0;
+        }
+        ::usleep(50000);
+      }
+      return Die("serve", Status::Aborted("the server did not start within 60 s; see " + o.log));
+    }
+    ::setsid();
+    std::freopen("/dev/null", "r", stdin);
+    std::freopen(o.log.c_str(), "a", stdout);
+    std::freopen(o.log.c_str(), "a", stderr);
+  }
+  auto pid = StartServer(o);
+  if (!pid.ok()) return Die("serve", pid.status());
+  g_child = *pid;
+  struct sigaction sa {};
+  sa.sa_handler = Forward;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGHUP, &sa, nullptr);
+  if (!daemon) {
+    std::cout << "serving " << o.dir << " on " << (o.tcp.empty() ? o.socket : o.tcp)
+              << " (Ctrl-C or eraid stop --dir " << o.dir << " to stop)" << std::endl;
+  }
+  int status = 0;
+  while (::waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!o.socket.empty()) ::unlink(o.socket.c_str());  // nbdkit leaves it behind
+  if (WIFSIGNALED(status)) {
+    std::cerr << "eraid serve: nbdkit killed by signal " << WTERMSIG(status) << "\n";
+    return 1;
+  }
+  return WEXITSTATUS(status);
+}
+
+int Stop(int argc, char** argv) {
+  std::string dir;
+  po::options_description desc("eraid stop --dir DIR\nStops the server of the array and waits until it is closed.\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory");
+  po::variables_map vm;
+  if (int rc = Parse("stop", desc, argc, argv, &vm); rc >= 0) return rc;
+  Status s = StopServer(dir);
+  if (s.code() == StatusCode::kNotFound) return Die("stop", Status::NotFound("nothing serves " + dir));
+  if (!s.ok()) return Die("stop", s);
+  std::cout << "stopped " << dir << "\n";
+  return 0;
+}
+
+// status, fail, replace, scrub, convert, inspect: the admin commands.
+int AdminCommand(const std::string& name, int argc, char** argv) {
+  std::string dir, with, to, segment = "all", rate = "0";
+  int device = -1;
+  bool json = false;
+  std::string synopsis;
+  if (name == "status") synopsis = "eraid status --dir DIR [--json]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.";
+  if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
+  if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
+  if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
+  if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S]\nConverts one sealed segment, or all of them.";
+  if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json]\nDumps the superblock, the bitmap and the segment table.";
+  po::options_description desc(synopsis + "\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
+      ("json", po::bool_switch(&json), "print JSON");
+  if (name == "fail" || name == "replace") desc.add_options()("device", po::value(&device)->required(), "device index");
+  if (name == "replace") {
+    desc.add_options()("with", po::value(&with), "a new file or block device for the drive")
+        ("rate", po::value(&rate)->default_value(rate), "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)");
+  }
+  if (name == "convert") {
+    desc.add_options()("to", po::value(&to)->required(), "raid5 | raid10")
+        ("segment", po::value(&segment)->default_value(segment), "a segment index, or all");
+  }
+  po::variables_map vm;
+  if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
+  std::vector<std::string> words{name};
+  if (name == "fail" || name == "replace") {
+    if (device < 0) return Die(name, Status::InvalidArgument("--device must be >= 0"), 2);
+    words.push_back(std::to_string(device));
+  }
+  if (name == "replace") {
+    words.push_back(with);
+    words.push_back(rate);
+  }
+  if (name == "convert") {
+    words.push_back(to);
+    words.push_back(segment);
+  }
+  return Admin(name, dir, words, json, name == "replace" || name == "convert");
 }
 
 }  // namespace
@@ -93,6 +289,12 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") return Usage(std::cout, 0);
   if (cmd == "create") return Create(argc - 1, argv + 1);
+  if (cmd == "serve") return Serve(argc - 1, argv + 1);
+  if (cmd == "stop") return Stop(argc - 1, argv + 1);
+  if (cmd == "demo") return RunDemo(argc - 1, argv + 1);
+  for (const char* admin : {"status", "fail", "replace", "scrub", "convert", "inspect"}) {
+    if (cmd == admin) return AdminCommand(cmd, argc - 1, argv + 1);
+  }
   std::cerr << "eraid: unknown subcommand '" << cmd << "'\n";
   return Usage(std::cerr, 2);
 }

@@ -1,6 +1,7 @@
 // nbdkit-eraid-plugin: serves an eraid volume (an array directory made by
 // `eraid create`) as an NBD export. nbdkit is the server; this is only the block device.
 //   nbdkit --unix SOCKET ./nbdkit-eraid-plugin.so dir=DIR
+// It also answers the admin socket DIR/admin.sock (tools/admin.h) for `eraid status` etc.
 // Thread model parallel (the volume serialises internally); requests must be 4 KiB
 // aligned (advertised as the minimum block size) and inside the volume, else EINVAL.
 #define NBDKIT_API_VERSION 2
@@ -11,12 +12,14 @@
 #include <memory>
 #include <string>
 
+#include "tools/admin.h"
 #include "tools/array_dir.h"
 
 namespace {
 
 std::string g_dir;
 std::unique_ptr<eraid::ArrayDir> g_array;
+std::unique_ptr<eraid::AdminServer> g_admin;
 
 int Fail(const eraid::Status& s) {
   nbdkit_error("eraid: %s", s.ToString().c_str());
@@ -54,7 +57,16 @@ int GetReady() {
   return 0;
 }
 
+// Threads start after nbdkit has (perhaps) forked into the background.
+int AfterFork() {
+  g_admin = std::make_unique<eraid::AdminServer>(*g_array, [] { nbdkit_shutdown(); });
+  eraid::Status s = g_admin->Start();
+  return s.ok() ? 0 : Fail(s);
+}
+
 void Unload() {
+  if (g_admin) g_admin->Stop();
+  g_admin.reset();
   if (g_array) {
     eraid::Status s = g_array->Close();
     if (!s.ok()) nbdkit_error("eraid: close: %s", s.ToString().c_str());
@@ -115,6 +127,7 @@ static struct nbdkit_plugin plugin = [] {
   p.config_complete = ConfigComplete;
   p.config_help = "dir=<DIR>    (required) an array directory made by `eraid create`";
   p.get_ready = GetReady;
+  p.after_fork = AfterFork;
   p.unload = Unload;
   p.open = Open;
   p.get_size = GetSize;

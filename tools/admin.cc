@@ -1,0 +1,562 @@
+#include "tools/admin.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+namespace eraid {
+
+namespace {
+
+constexpr const char* kMagic = "eraid-admin 1";
+constexpr size_t kMaxRequest = 4096;
+
+// A tiny JSON object writer: enough for flat and nested objects of numbers and strings.
+class Json {
+ public:
+  Json& Num(const std::string& k, double v) {
+    std::ostringstream o;
+    o.precision(6);
+    o << v;
+    return Raw(k, o.str());
+  }
+  Json& Int(const std::string& k, uint64_t v) { return Raw(k, std::to_string(v)); }
+  Json& Bool(const std::string& k, bool v) { return Raw(k, v ? "true" : "false"); }
+  Json& Str(const std::string& k, const std::string& v) { return Raw(k, Quote(v)); }
+  Json& Obj(const std::string& k, const Json& v) { return Raw(k, v.str()); }
+  Json& Arr(const std::string& k, const std::vector<Json>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i].str();
+    return Raw(k, s + "]");
+  }
+  std::string str() const { return "{" + body_ + "}"; }
+
+  static std::string Quote(const std::string& v) {
+    std::string s = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') s += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+        s += buf;
+        continue;
+      }
+      s += c;
+    }
+    return s + "\"";
+  }
+
+ private:
+  Json& Raw(const std::string& k, const std::string& v) {
+    if (!body_.empty()) body_ += ",";
+    body_ += Quote(k) + ":" + v;
+    return *this;
+  }
+  std::string body_;
+};
+
+const char* StateName(DeviceState s) {
+  switch (s) {
+    case DeviceState::kOk: return "ok";
+    case DeviceState::kFailed: return "failed";
+    case DeviceState::kRebuilding: return "rebuilding";
+  }
+  return "?";
+}
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+std::string Fixed(double v, int digits = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Mib(uint64_t bytes) { return Fixed(double(bytes) / 1048576.0, 1) + " MiB"; }
+
+AdminReply Error(int rc, const std::string& message) { return {rc, message + "\n"}; }
+
+Result<uint32_t> ParseIndex(const std::string& text, uint32_t limit, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long v = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v >= limit) {
+    return Status::InvalidArgument(std::string("bad ") + what + " '" + text + "' (0.." +
+                                   std::to_string(limit - 1) + ")");
+  }
+  return static_cast<uint32_t>(v);
+}
+
+AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
+  const ArrayStats as = a.array().stats();
+  const VolumeStats vs = a.volume().stats();
+  DriveStats sum;
+  std::vector<Json> devices;
+  std::string dev_text;
+  for (uint32_t d = 0; d < a.drives().size(); ++d) {
+    const DriveStats ds = a.drives()[d]->stats();
+    sum.live_bytes += ds.live_bytes;
+    sum.usable_bytes += ds.usable_bytes;
+    sum.mapped_blocks += ds.mapped_blocks;
+    sum.host_write_bytes += ds.host_write_bytes;
+    sum.host_stored_bytes += ds.host_stored_bytes;
+    sum.flash_write_bytes += ds.flash_write_bytes;
+    const DeviceStats& st = as.devices[d];
+    devices.push_back(Json()
+                          .Int("index", d)
+                          .Str("path", a.device_path(d))
+                          .Str("state", StateName(st.state))
+                          .Int("reads", st.reads)
+                          .Int("writes", st.writes)
+                          .Int("errors", st.errors)
+                          .Int("physical_bytes", ds.live_bytes)
+                          .Int("flash_bytes", ds.usable_bytes)
+                          .Num("compression", ds.compression_ratio())
+                          .Num("device_waf", ds.device_waf()));
+    dev_text += "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
+                " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
+                "  WAF " + Fixed(ds.device_waf()) + "  errors " + std::to_string(st.errors) + "  " +
+                a.device_path(d) + "\n";
+  }
+  const std::string health = as.data_at_risk ? "data-at-risk"
+                             : state.rebuilding_device >= 0 ? "rebuilding"
+                             : as.degraded                 ? "degraded"
+                                                           : "ok";
+  const EngineStats& es = vs.engine;
+  const double log_wa = es.wa();
+  const double raid_wa = Ratio(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
+  const double dev_waf = Ratio(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
+  const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
+  const double compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
+  Json j;
+  j.Str("health", health)
+      .Int("capacity_bytes", BlocksToBytes(vs.capacity_blocks))
+      .Int("valid_bytes", BlocksToBytes(es.valid_blocks))
+      .Int("physical_bytes", sum.live_bytes)
+      .Int("flash_bytes", sum.usable_bytes)
+      .Num("physical_use", physical)
+      .Num("compression", compression)
+      .Num("raid10_coverage", coverage)
+      .Obj("segments", Json()
+                           .Int("total", as.segments)
+                           .Int("free", as.free_segments)
+                           .Int("raid5", as.raid5_segments)
+                           .Int("raid10", as.raid10_segments))
+      .Obj("wa", Json().Num("log", log_wa).Num("raid", raid_wa).Num("device", dev_waf).Num("total", log_wa * raid_wa * dev_waf))
+      .Obj("conversions", Json()
+                              .Int("to_raid10", as.conversions_to_raid10)
+                              .Int("to_raid5", as.conversions_to_raid5)
+                              .Int("bytes", as.conversion_bytes))
+      .Obj("errors", Json()
+                         .Int("reconstructions", as.reconstructions)
+                         .Int("crc_mismatches", as.crc_mismatches)
+                         .Int("repairs", as.repairs)
+                         .Int("data_loss", as.data_loss))
+      .Arr("devices", devices);
+  std::string rebuild_text;
+  if (state.rebuilding_device >= 0) {
+    j.Obj("rebuild", Json()
+                         .Int("device", uint64_t(state.rebuilding_device.load()))
+                         .Int("segments_done", state.rebuild_done)
+                         .Int("segments_total", state.rebuild_total)
+                         .Int("bytes", state.rebuild_bytes));
+    rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) + ", segment " +
+                   std::to_string(state.rebuild_done.load()) + " of " + std::to_string(state.rebuild_total.load()) +
+                   "\n";
+  }
+  if (json) return {0, j.str() + "\n"};
+  std::string t;
+  t += "health:      " + health + "\n";
+  t += "capacity:    " + Mib(BlocksToBytes(vs.capacity_blocks)) + " (" + Mib(BlocksToBytes(es.valid_blocks)) +
+       " written)\n";
+  t += "physical:    " + Mib(sum.live_bytes) + " of " + Mib(sum.usable_bytes) + " flash (" +
+       Fixed(100 * physical, 1) + "%)\n";
+  t += "compression: " + Fixed(compression, 2) + ":1\n";
+  t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data; segments " + std::to_string(as.raid5_segments) +
+       " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " + std::to_string(as.free_segments) + " free of " +
+       std::to_string(as.segments) + "\n";
+  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + "\n";
+  t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
+       std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
+  t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
+       " CRC mismatches, " + std::to_string(as.repairs) + " repaired, " + std::to_string(as.data_loss) + " lost\n";
+  t += rebuild_text + "devices:\n" + dev_text;
+  return {0, t};
+}
+
+AdminReply Inspect(ArrayDir& a, bool json) {
+  const ArrayGeometry& g = a.array().geometry();
+  const ArrayStats as = a.array().stats();
+  std::vector<Json> segs;
+  std::string seg_text;
+  for (uint32_t i = 0; i < g.segments; ++i) {
+    const SegmentInfo si = a.array().segment_info(SegmentId(i));
+    if (si.scheme == SegmentScheme::kFree) continue;
+    const char* st = si.open ? "open" : si.sealed ? "sealed" : "?";
+    segs.push_back(Json()
+                       .Int("index", i)
+                       .Str("scheme", raid_format::SchemeName(si.scheme))
+                       .Str("state", st)
+                       .Int("frontier", si.frontier)
+                       .Num("alpha_usr", si.alpha_usr)
+                       .Num("alpha_pty", si.alpha_pty)
+                       .Int("physical_bytes", si.physical_bytes));
+    seg_text += "  " + std::to_string(i) + "\t" + raid_format::SchemeName(si.scheme) + "\t" + st + "\t" +
+                std::to_string(si.frontier) + "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) + "\t" +
+                std::to_string(si.physical_bytes) + "\n";
+  }
+  std::vector<Json> devs;
+  std::string dev_text;
+  for (uint32_t d = 0; d < g.devices; ++d) {
+    devs.push_back(Json().Int("index", d).Str("path", a.device_path(d)).Str("state", StateName(as.devices[d].state)));
+    dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " + a.device_path(d) + "\n";
+  }
+  char id[32];
+  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(a.array().array_id()));
+  Json j;
+  j.Obj("superblock", Json()
+                          .Str("array_id", id)
+                          .Int("devices", g.devices)
+                          .Int("chunk_blocks", g.chunk_blocks)
+                          .Int("rows_per_slot", g.rows_per_slot)
+                          .Int("meta_blocks", g.meta_blocks)
+                          .Int("segments", g.segments)
+                          .Int("segment_positions", g.segment_positions()))
+      .Arr("devices", devs)
+      .Obj("bitmap", Json()
+                         .Int("free", as.free_segments)
+                         .Int("raid5", as.raid5_segments)
+                         .Int("raid10", as.raid10_segments))
+      .Arr("segments", segs);
+  if (json) return {0, j.str() + "\n"};
+  std::string t = "superblock: array " + std::string(id) + ", " + std::to_string(g.devices) + " devices, chunk " +
+                  std::to_string(g.chunk_blocks * 4) + " KiB, " + std::to_string(g.rows_per_slot) +
+                  " rows per slot, " + std::to_string(g.segments) + " segments of " +
+                  std::to_string(g.segment_positions()) + " positions, metadata " + std::to_string(g.meta_blocks) +
+                  " blocks\n";
+  t += dev_text;
+  t += "bitmap: " + std::to_string(as.free_segments) + " free, " + std::to_string(as.raid5_segments) + " RAID5, " +
+       std::to_string(as.raid10_segments) + " RAID10\n";
+  t += "segments (index, scheme, state, positions written, alpha_usr, alpha_pty, physical bytes):\n" + seg_text;
+  return {0, t};
+}
+
+}  // namespace
+
+AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& in,
+                    const std::function<void(double)>& progress) {
+  std::vector<std::string> words;
+  bool json = false;
+  for (const std::string& w : in) {
+    if (w == "--json") json = true;
+    else words.push_back(w);
+  }
+  if (words.empty()) return Error(2, "no command");
+  const std::string& verb = words[0];
+  const uint32_t devices = a.array().geometry().devices;
+  auto done = [&](const std::string& text, Json j) -> AdminReply {
+    return {0, json ? j.str() + "\n" : text + "\n"};
+  };
+  if (verb == "status" && words.size() == 1) return Status_(a, state, json);
+  if (verb == "inspect" && words.size() == 1) return Inspect(a, json);
+  if (verb == "fail" && words.size() == 2) {
+    auto d = ParseIndex(words[1], devices, "device");
+    if (!d.ok()) return Error(2, d.status().message());
+    Status s = a.array().FailDevice(*d);
+    if (!s.ok()) return Error(1, "fail: " + s.ToString());
+    return done("device " + words[1] + " failed; the array runs degraded",
+                Json().Int("failed", *d).Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
+  }
+  if (verb == "replace" && (words.size() == 2 || words.size() == 3 || words.size() == 4)) {
+    auto d = ParseIndex(words[1], devices, "device");
+    if (!d.ok()) return Error(2, d.status().message());
+    uint64_t rate = 0;
+    if (words.size() == 4) {
+      auto r = ParseSize(words[3]);
+      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
+      rate = *r;
+    }
+    int expected = -1;
+    if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
+      return Error(1, "replace: device " + std::to_string(expected) + " is being rebuilt already");
+    }
+    state.rebuild_done = 0;
+    state.rebuild_total = a.array().geometry().segments;
+    const auto start = std::chrono::steady_clock::now();
+    Status s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, [&](const RebuildProgress& p) {
+      state.rebuild_done = p.segments_done;
+      state.rebuild_total = p.segments_total;
+      state.rebuild_bytes = p.bytes_written;
+      if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
+    });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const uint64_t bytes = state.rebuild_bytes;
+    state.rebuilding_device = -1;
+    if (!s.ok()) return Error(1, "replace: " + s.ToString());
+    return done("device " + words[1] + " rebuilt onto " + a.device_path(*d) + ": " + Mib(bytes) + " in " +
+                    Fixed(secs, 2) + " s",
+                Json().Int("device", *d).Str("path", a.device_path(*d)).Int("bytes", bytes).Num("seconds", secs));
+  }
+  if (verb == "scrub" && words.size() == 1) {
+    auto r = a.array().Scrub();
+    if (!r.ok()) return Error(1, "scrub: " + r.status().ToString());
+    const ScrubReport& rep = *r;
+    const uint64_t mismatches = rep.crc_mismatches + rep.parity_mismatches + rep.mirror_mismatches;
+    std::string t = "scrub: " + std::to_string(rep.segments) + " segments, " + std::to_string(rep.blocks_checked) +
+                    " blocks checked, " + std::to_string(mismatches) + " mismatches (" +
+                    std::to_string(rep.crc_mismatches) + " CRC, " + std::to_string(rep.parity_mismatches) +
+                    " parity, " + std::to_string(rep.mirror_mismatches) + " mirror), " +
+                    std::to_string(rep.repaired) + " repaired, " + std::to_string(rep.unrepairable) + " unrepairable";
+    for (const std::string& f : rep.findings) t += "\n  " + f;
+    AdminReply reply = done(t, Json()
+                                   .Int("segments", rep.segments)
+                                   .Int("blocks_checked", rep.blocks_checked)
+                                   .Int("mismatches", mismatches)
+                                   .Int("crc_mismatches", rep.crc_mismatches)
+                                   .Int("parity_mismatches", rep.parity_mismatches)
+                                   .Int("mirror_mismatches", rep.mirror_mismatches)
+                                   .Int("repaired", rep.repaired)
+                                   .Int("unrepairable", rep.unrepairable));
+    if (rep.unrepairable > 0) reply.rc = 1;
+    return reply;
+  }
+  if (verb == "convert" && words.size() == 3) {
+    SegmentScheme to;
+    if (words[1] == "raid5") to = SegmentScheme::kRaid5;
+    else if (words[1] == "raid10") to = SegmentScheme::kRaid10;
+    else return Error(2, "convert: --to must be raid5 or raid10, not '" + words[1] + "'");
+    const uint32_t segments = a.array().geometry().segments;
+    uint32_t first = 0, last = segments;
+    if (words[2] != "all") {
+      auto s = ParseIndex(words[2], segments, "segment");
+      if (!s.ok()) return Error(2, s.status().message());
+      first = *s;
+      last = *s + 1;
+      const SegmentInfo si = a.array().segment_info(SegmentId(first));
+      if (!si.sealed) return Error(1, "convert: segment " + words[2] + " is not sealed (free or still open)");
+    }
+    uint32_t converted = 0, skipped = 0;
+    for (uint32_t i = first; i < last; ++i) {
+      const SegmentInfo si = a.array().segment_info(SegmentId(i));
+      if (si.sealed && si.scheme != to) {
+        Status s = a.array().Convert(SegmentId(i), to);
+        if (s.ok()) ++converted;
+        else if (last - first == 1) return Error(1, "convert: " + s.ToString());
+        else ++skipped;  // freed by GC meanwhile
+      }
+      if (progress) progress(double(i - first + 1) / double(last - first));
+    }
+    return done("converted " + std::to_string(converted) + " segments to " + words[1] +
+                    (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : ""),
+                Json().Int("converted", converted).Int("skipped", skipped).Str("to", words[1]));
+  }
+  return Error(2, "unknown or malformed admin command '" + verb + "' (" + std::to_string(words.size()) + " words)");
+}
+
+std::string AdminSocketPath(const std::string& dir) { return dir + "/admin.sock"; }
+
+namespace {
+
+bool WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads one '\n'-terminated line of at most `limit` bytes (without the newline).
+bool ReadLine(int fd, std::string* line, size_t limit) {
+  line->clear();
+  char c;
+  while (line->size() <= limit) {
+    ssize_t n = ::recv(fd, &c, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (c == '\n') return true;
+    line->push_back(c);
+  }
+  return false;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+sockaddr_un Address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return addr;
+}
+
+}  // namespace
+
+Result<AdminReply> AdminCall(const std::string& dir, const std::vector<std::string>& words,
+                             const std::function<void(double)>& progress) {
+  const std::string path = AdminSocketPath(dir);
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) return Status::InvalidArgument("directory path too long for a socket");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr = Address(path);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == ENOENT || e == ECONNREFUSED) return Status::NotFound("no server on " + path);
+    return Status::IoError("connect " + path + ": " + std::strerror(e));
+  }
+  std::string request = kMagic;
+  for (const std::string& w : words) {
+    if (w.find_first_of("\t\n") != std::string::npos) {
+      ::close(fd);
+      return Status::InvalidArgument("arguments may not contain tabs or newlines");
+    }
+    request += "\t" + w;
+  }
+  request += "\n";
+  if (!WriteAll(fd, request)) {
+    ::close(fd);
+    return Status::IoError("admin socket closed while sending");
+  }
+  std::string line;
+  while (ReadLine(fd, &line, kMaxRequest)) {
+    if (line.rfind("progress ", 0) == 0) {
+      if (progress) progress(std::atof(line.c_str() + 9));
+      continue;
+    }
+    int rc = 0;
+    unsigned long long len = 0;
+    if (std::sscanf(line.c_str(), "result %d %llu", &rc, &len) != 2) break;
+    AdminReply reply{rc, std::string(len, '\0')};
+    size_t off = 0;
+    while (off < len) {
+      ssize_t n = ::recv(fd, reply.text.data() + off, len - off, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    if (off < len) return Status::IoError("admin reply truncated");
+    return reply;
+  }
+  ::close(fd);
+  return Status::IoError("admin socket closed without a reply (did the server stop?)");
+}
+
+AdminServer::AdminServer(ArrayDir& array, std::function<void()> on_shutdown)
+    : array_(array), on_shutdown_(std::move(on_shutdown)), path_(AdminSocketPath(array.dir())) {}
+
+AdminServer::~AdminServer() { Stop(); }
+
+Status AdminServer::Start() {
+  if (path_.size() >= sizeof(sockaddr_un::sun_path)) return Status::InvalidArgument("directory path too long for a socket");
+  ::unlink(path_.c_str());  // left by a server that was killed: the array lock says none runs
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr = Address(path_);
+  const mode_t old = ::umask(0177);  // the socket is created 0600: only the owner administers
+  const int rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::umask(old);
+  if (rc != 0 || ::chmod(path_.c_str(), 0600) != 0 || ::listen(listen_fd_, 16) != 0) {
+    return Status::IoError("admin socket " + path_ + ": " + std::strerror(errno));
+  }
+  acceptor_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void AdminServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  if (acceptor_.joinable()) acceptor_.join();
+  {
+    std::lock_guard lock(mu_);
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // unblocks reads; a running command finishes
+  }
+  for (Worker& w : workers_) w.thread.join();
+  workers_.clear();
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(path_.c_str());
+  }
+  listen_fd_ = -1;
+}
+
+void AdminServer::Loop() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      ::close(fd);
+      break;
+    }
+    open_fds_.push_back(fd);
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (*it->done) {
+        it->thread.join();
+        it = workers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    workers_.push_back({std::thread([this, fd, done] {
+                          Serve(fd);
+                          *done = true;
+                        }),
+                        done});
+  }
+}
+
+void AdminServer::Serve(int fd) {
+  std::string line;
+  std::vector<std::string> words;
+  AdminReply reply;
+  bool shutdown = false;
+  if (!ReadLine(fd, &line, kMaxRequest)) {
+    reply = Error(2, "malformed admin request: no line of at most " + std::to_string(kMaxRequest) + " bytes");
+  } else {
+    words = Split(line, '\t');
+    if (words.empty() || words[0] != kMagic) {
+      reply = Error(2, "malformed admin request: it must start with '" + std::string(kMagic) + "'");
+    } else {
+      words.erase(words.begin());
+      if (words.size() == 1 && words[0] == "shutdown") {
+        reply = {0, "shutting down\n"};
+        shutdown = true;
+      } else {
+        reply = RunAdmin(array_, state_, words, [&](double f) { WriteAll(fd, "progress " + Fixed(f, 4) + "\n"); });
+      }
+    }
+  }
+  WriteAll(fd, "result " + std::to_string(reply.rc) + " " + std::to_string(reply.text.size()) + "\n" + reply.text);
+  {
+    std::lock_guard lock(mu_);
+    std::erase(open_fds_, fd);
+    ::close(fd);
+  }
+  if (shutdown && on_shutdown_) on_shutdown_();
+}
+
+}  // namespace eraid

@@ -1,0 +1,77 @@
+// Administration of an open array: the commands behind `eraid status|fail|replace|scrub|
+// convert|inspect`. The same code runs in two places:
+//   - inside the nbdkit plugin, answering the admin socket DIR/admin.sock while it serves;
+//   - inside the `eraid` command itself, on an array it opened offline (none serves).
+// The wire protocol of the admin socket is in docs/format/admin-protocol.md.
+//
+// Thread-safety: RunAdmin may be called concurrently with I/O on the same ArrayDir, and
+// with another RunAdmin (a replace runs one at a time; see ArrayDir::Replace).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "tools/array_dir.h"
+
+namespace eraid {
+
+// What a running rebuild looks like from outside, for `status` while `replace` runs.
+struct AdminState {
+  std::atomic<int> rebuilding_device{-1};
+  std::atomic<uint32_t> rebuild_done{0}, rebuild_total{0};
+  std::atomic<uint64_t> rebuild_bytes{0};
+};
+
+struct AdminReply {
+  int rc = 0;        // process exit code: 0 ok, 1 failed, 2 bad arguments
+  std::string text;  // what the command prints (JSON if asked for)
+};
+
+// `words`: the command and its arguments, e.g. {"fail", "2"}, {"convert", "raid10", "all"},
+// {"replace", "1", "/path/new"}; a trailing "--json" selects JSON output. `progress`
+// receives a fraction in [0,1] during long commands (replace, scrub, convert).
+AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& words,
+                    const std::function<void(double)>& progress);
+
+// The admin socket's path for an array directory.
+std::string AdminSocketPath(const std::string& dir);
+
+// Client side: sends `words` to a serving array's admin socket. NotFound if nothing
+// listens there (the caller then opens the array offline); `progress` as above.
+Result<AdminReply> AdminCall(const std::string& dir, const std::vector<std::string>& words,
+                             const std::function<void(double)>& progress);
+
+// Server side: listens on AdminSocketPath(dir) (mode 0600), one thread per connection,
+// until Stop(). `on_shutdown` runs for the "shutdown" command.
+class AdminServer {
+ public:
+  AdminServer(ArrayDir& array, std::function<void()> on_shutdown);
+  ~AdminServer();  // Stop()s
+  Status Start();
+  void Stop();
+
+ private:
+  void Loop();
+  void Serve(int fd);
+  ArrayDir& array_;
+  std::function<void()> on_shutdown_;
+  AdminState state_;
+  std::string path_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Worker> workers_;  // finished ones are joined as new connections come
+  std::vector<int> open_fds_;
+  std::thread acceptor_;
+};
+
+}  // namespace eraid

@@ -1,0 +1,44 @@
+// Running nbdkit with the eraid plugin: what `eraid serve`, `eraid stop` and `eraid demo`
+// share. nbdkit is the NBD server; this only builds its command line, starts it, and
+// cleans up after it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace eraid {
+
+struct ServeOptions {
+  std::string dir;
+  std::string socket;            // Unix socket (default DIR/nbd.sock); mode 0600
+  std::string tcp;               // ADDR:PORT instead of a Unix socket; needs TLS
+  std::string tls_psk;           // nbdkit --tls-psk file
+  std::string tls_certificates;  // nbdkit --tls-certificates directory
+  uint32_t threads = 16;         // nbdkit worker threads per connection
+  std::string nbdkit = "nbdkit";
+  std::string plugin;            // default: FindPlugin()
+  std::string log;               // nbdkit's stderr (empty: inherited)
+};
+
+// The plugin next to the running executable (the build tree), or under ../lib/eraid.
+std::string FindPlugin();
+
+// Checks the options (TCP only with TLS, the array not served already) and returns the
+// nbdkit command line.
+Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o);
+
+// Starts nbdkit in the foreground of a child process (it exits with its parent, too);
+// returns its pid once the admin socket answers, or the reason it did not start.
+Result<pid_t> StartServer(ServeOptions o, int timeout_seconds = 60);
+
+// Asks the serving nbdkit to shut down and waits until the array is closed.
+Status StopServer(const std::string& dir, int timeout_seconds = 60);
+
+// True if some process holds the array open (served, or open offline).
+bool ArrayInUse(const std::string& dir);
+
+}  // namespace eraid
