@@ -15,5 +15,7 @@ find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 if(ERAID_BUILD_TESTS)
   find_package(GTest REQUIRED)
+  # The end-to-end tests talk NBD to the served array with libnbd (libnbd-dev).
+  pkg_check_modules(LIBNBD REQUIRED IMPORTED_TARGET libnbd)
 endif()
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)

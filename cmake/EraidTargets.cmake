@@ -12,6 +12,24 @@ elseif(NOT ERAID_SANITIZE STREQUAL "")
   message(FATAL_ERROR "ERAID_SANITIZE must be '', 'address' or 'thread'")
 endif()
 
+# nbdkit is not built with sanitizers: to load a sanitized plugin, the tests that start it
+# preload the runtime into it (tools/serve.cc reads ERAID_NBDKIT_PRELOAD).
+set(ERAID_NBDKIT_PRELOAD "")
+if(ERAID_SANITIZE STREQUAL "address")
+  set(_runtimes libasan.so libubsan.so)
+elseif(ERAID_SANITIZE STREQUAL "thread")
+  set(_runtimes libtsan.so)
+endif()
+foreach(_lib IN LISTS _runtimes)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_lib}
+                  OUTPUT_VARIABLE _path OUTPUT_STRIP_TRAILING_WHITESPACE)
+  get_filename_component(_path "${_path}" REALPATH)
+  list(APPEND _preload ${_path})
+endforeach()
+if(_preload)
+  string(REPLACE ";" ":" ERAID_NBDKIT_PRELOAD "${_preload}")
+endif()
+
 # eraid_library(NAME SOURCES... DEPS ...): one library per folder, linked downward.
 function(eraid_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
@@ -28,5 +46,6 @@ function(eraid_test name)
   target_compile_options(${name} PRIVATE ${ERAID_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-                       PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600)
+                       PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 600
+                                  ENVIRONMENT "ERAID_NBDKIT_PRELOAD=${ERAID_NBDKIT_PRELOAD}")
 endfunction()

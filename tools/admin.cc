@@ -183,7 +183,7 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data; segments " + std::to_string(as.raid5_segments) +
        " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " + std::to_string(as.free_segments) + " free of " +
        std::to_string(as.segments) + "\n";
-  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + "\n";
+  t += "WA (since open): log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + "\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
@@ -271,7 +271,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     auto d = ParseIndex(words[1], devices, "device");
     if (!d.ok()) return Error(2, d.status().message());
     Status s = a.array().FailDevice(*d);
-    if (!s.ok()) return Error(1, "fail: " + s.ToString());
+    if (!s.ok()) return Error(1, s.ToString());
     return done("device " + words[1] + " failed; the array runs degraded",
                 Json().Int("failed", *d).Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
   }
@@ -286,7 +286,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     }
     int expected = -1;
     if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
-      return Error(1, "replace: device " + std::to_string(expected) + " is being rebuilt already");
+      return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
     }
     state.rebuild_done = 0;
     state.rebuild_total = a.array().geometry().segments;
@@ -300,14 +300,14 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const uint64_t bytes = state.rebuild_bytes;
     state.rebuilding_device = -1;
-    if (!s.ok()) return Error(1, "replace: " + s.ToString());
+    if (!s.ok()) return Error(1, s.ToString());
     return done("device " + words[1] + " rebuilt onto " + a.device_path(*d) + ": " + Mib(bytes) + " in " +
                     Fixed(secs, 2) + " s",
                 Json().Int("device", *d).Str("path", a.device_path(*d)).Int("bytes", bytes).Num("seconds", secs));
   }
   if (verb == "scrub" && words.size() == 1) {
     auto r = a.array().Scrub();
-    if (!r.ok()) return Error(1, "scrub: " + r.status().ToString());
+    if (!r.ok()) return Error(1, r.status().ToString());
     const ScrubReport& rep = *r;
     const uint64_t mismatches = rep.crc_mismatches + rep.parity_mismatches + rep.mirror_mismatches;
     std::string t = "scrub: " + std::to_string(rep.segments) + " segments, " + std::to_string(rep.blocks_checked) +
@@ -332,7 +332,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     SegmentScheme to;
     if (words[1] == "raid5") to = SegmentScheme::kRaid5;
     else if (words[1] == "raid10") to = SegmentScheme::kRaid10;
-    else return Error(2, "convert: --to must be raid5 or raid10, not '" + words[1] + "'");
+    else return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
     const uint32_t segments = a.array().geometry().segments;
     uint32_t first = 0, last = segments;
     if (words[2] != "all") {
@@ -341,7 +341,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       first = *s;
       last = *s + 1;
       const SegmentInfo si = a.array().segment_info(SegmentId(first));
-      if (!si.sealed) return Error(1, "convert: segment " + words[2] + " is not sealed (free or still open)");
+      if (!si.sealed) return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
     }
     uint32_t converted = 0, skipped = 0;
     for (uint32_t i = first; i < last; ++i) {
@@ -349,7 +349,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       if (si.sealed && si.scheme != to) {
         Status s = a.array().Convert(SegmentId(i), to);
         if (s.ok()) ++converted;
-        else if (last - first == 1) return Error(1, "convert: " + s.ToString());
+        else if (last - first == 1) return Error(1, s.ToString());
         else ++skipped;  // freed by GC meanwhile
       }
       if (progress) progress(double(i - first + 1) / double(last - first));

@@ -90,6 +90,19 @@ Result<uint64_t> ParseSize(const std::string& text) {
   return v << shift;
 }
 
+namespace {
+// Removes the drive files a failed Create made (not files or devices that were there).
+struct CreatedFiles {
+  std::vector<std::string> paths;
+  bool keep = false;
+  ~CreatedFiles() {
+    if (keep) return;
+    std::error_code ec;
+    for (const auto& p : paths) std::filesystem::remove(p, ec);
+  }
+};
+}  // namespace
+
 Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const ArrayDirOptions& o, bool force) {
   if (o.devices < kMinDevices || o.devices > kMaxDevices) {
     return Status::InvalidArgument("--devices must be 3..16");
@@ -111,12 +124,14 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->drive_options_ = o.drive;
   std::vector<Backend*> devs;
+  CreatedFiles created;
   for (uint32_t i = 0; i < o.devices; ++i) {
     FileBackendOptions fo;
     const std::string path = o.device_paths.empty() ? DrivePath(dir, i) : o.device_paths[i];
     fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
     fo.size_bytes = o.device_size_bytes;
     a->paths_.push_back(path);
+    if (!std::filesystem::exists(path)) created.paths.push_back(path);
     ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
     ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, o.drive));
     a->files_.push_back(std::move(file));
@@ -137,6 +152,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   }
   a->manifest_ = kv;
   ERAID_RETURN_IF_ERROR(a->WriteManifestFile());
+  created.keep = true;
   return a;
 }
 

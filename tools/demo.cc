@@ -148,7 +148,8 @@ int RunDemo(int argc, char** argv) {
                                      "--size=" + std::to_string(bytes),
                                      "--verify=crc32c",
                                      "--buffer_compress_percentage=" + std::to_string(compress_pct),
-                                     "--refill_buffers"};
+                                     "--refill_buffers",
+                                     "--verify_state_save=0"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> all = job;
     all.insert(all.end(), extra.begin(), extra.end());

@@ -99,6 +99,12 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
   }
   if (pid == 0) {
     ::umask(0077);
+    // A sanitizer build of the plugin needs its runtime loaded into nbdkit first (tests).
+    if (const char* preload = std::getenv("ERAID_NBDKIT_PRELOAD"); preload && *preload) {
+      ::setenv("LD_PRELOAD", preload, 1);
+      const char* asan = std::getenv("ASAN_OPTIONS");
+      ::setenv("ASAN_OPTIONS", (std::string("detect_leaks=0:") + (asan ? asan : "")).c_str(), 1);
+    }
     if (!o.log.empty()) {
       int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (fd >= 0) {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Every eraid subcommand's bad-argument paths: a non-zero exit and one line on stderr that
+# names the subcommand and says what is wrong; nothing is created or changed.
+# Usage: cli_bad_args.sh BUILD_DIR
+set -uo pipefail
+ERAID=$1/tools/eraid
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/eraid-cli.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+# expect_fail SUBCOMMAND PATTERN ARGS... : exits non-zero, one stderr line "eraid SUB: ...PATTERN..."
+expect_fail() {
+  local sub=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$ERAID" "$@" 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "FAIL: eraid $* exited 0"; failures=$((failures + 1)); return
+  fi
+  if [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || ! printf '%s' "$err" | grep -q "^eraid $sub: .*$pattern"; then
+    echo "FAIL: eraid $* (exit $rc) printed: $err"; failures=$((failures + 1)); return
+  fi
+  echo "ok   eraid $* -> $err"
+}
+
+A=$WORK/a
+expect_fail create "required" create
+expect_fail create "unrecognised\|unrecognized" create --dir "$A" --bogus
+expect_fail create "size" create --dir "$A" --device-size 1Q
+expect_fail create "32M" create --dir "$A" --device-size 1M
+expect_fail create "devices" create --dir "$A" --devices 2
+expect_fail create "devices" create --dir "$A" --devices 17
+expect_fail create "chunk" create --dir "$A" --chunk 3K
+expect_fail create "expansion" create --dir "$A" --expansion 0.5
+expect_fail create "zstd\|compression" create --dir "$A" --compression lz4
+expect_fail create "flashalloc" create --dir "$A" --flashalloc maybe
+expect_fail create "placement\|fk\|unknown" create --dir "$A" --placement fk
+expect_fail create "invalid\|devices" create --dir "$A" --devices x
+expect_fail create "device paths" create --dir "$A" --devices 4 --device "$WORK/x0" --device "$WORK/x1"
+[ -z "$(ls -A "$A" 2>/dev/null | grep -v eraid.lock)" ] || { echo "FAIL: a bad create left files behind: $(ls "$A")"; failures=$((failures + 1)); }
+
+"$ERAID" create --dir "$A" --device-size 32M >/dev/null || { echo "FAIL: create"; exit 1; }
+expect_fail create "already holds an array" create --dir "$A" --device-size 32M
+
+for sub in status inspect scrub; do
+  expect_fail $sub "required" $sub
+  expect_fail $sub "no array" $sub --dir "$WORK/none"
+  expect_fail $sub "unrecognised\|unrecognized" $sub --dir "$A" --bogus
+done
+expect_fail fail "required" fail --dir "$A"
+expect_fail fail "bad device" fail --dir "$A" --device 9
+expect_fail fail "invalid\|device" fail --dir "$A" --device x
+expect_fail replace "required" replace --dir "$A"
+expect_fail replace "bad device" replace --dir "$A" --device 4
+expect_fail replace "rate" replace --dir "$A" --device 1 --rate 5Q
+expect_fail convert "required" convert --dir "$A"
+expect_fail convert "raid5 or raid10" convert --dir "$A" --to raid6
+expect_fail convert "bad segment" convert --dir "$A" --to raid10 --segment 100000
+expect_fail convert "not sealed" convert --dir "$A" --to raid10 --segment 0
+expect_fail serve "required" serve
+expect_fail serve "no array" serve --dir "$WORK/none"
+expect_fail serve "TLS" serve --dir "$A" --tcp 127.0.0.1:10809
+expect_fail serve "ADDR:PORT" serve --dir "$A" --tcp localhost --tls-psk "$WORK/psk"
+expect_fail serve "not both" serve --dir "$A" --socket "$WORK/s" --tcp 127.0.0.1:1 --tls-psk "$WORK/psk"
+expect_fail serve "with --tcp" serve --dir "$A" --tls-psk "$WORK/psk"
+expect_fail serve "threads" serve --dir "$A" --threads 0
+expect_fail stop "required" stop
+expect_fail stop "nothing serves" stop --dir "$A"
+expect_fail demo "compressibility\|iodepth" demo --compressibility 99
+expect_fail demo "unrecognised\|unrecognized" demo --bogus
+# The array is unchanged by all of that.
+"$ERAID" scrub --dir "$A" >/dev/null || { echo "FAIL: the array does not scrub clean"; failures=$((failures + 1)); }
+out=$("$ERAID" 2>&1); [ $? -ne 0 ] && printf '%s' "$out" | grep -q "usage" || { echo "FAIL: bare eraid"; failures=$((failures + 1)); }
+"$ERAID" nosuch >/dev/null 2>&1 && { echo "FAIL: unknown subcommand exited 0"; failures=$((failures + 1)); }
+for sub in create serve stop status fail replace scrub convert inspect demo; do
+  "$ERAID" $sub --help | grep -q "eraid $sub" || { echo "FAIL: eraid $sub --help"; failures=$((failures + 1)); }
+done
+[ $failures -eq 0 ] && echo "cli_bad_args: all bad arguments refused cleanly" || echo "cli_bad_args: $failures failures"
+exit $((failures > 0))

@@ -1,0 +1,234 @@
+// End to end through real NBD: an array made like `eraid create`, served by nbdkit with
+// the eraid plugin (StartServer, what `eraid serve` runs), and real clients:
+//   - fio (ioengine=nbd) random writes with verify=crc32c over the whole volume;
+//   - the same with a drive failed half-way through the writes, every block verified
+//     degraded, then after replace + rebuild, then scrub: 0 mismatches;
+//   - everything still verifies after the server restarts;
+//   - libnbd with its client-side checks off, sending out-of-range and misaligned
+//     requests: each fails with EINVAL and the server keeps serving;
+//   - the sockets are 0600; the admin socket rejects malformed commands.
+// fio, nbdkit and libnbd are installed by tools/install-deps.sh (the test command runs it).
+#include <libnbd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tools/admin.h"
+#include "tools/array_dir.h"
+#include "tools/fio_runner.h"
+#include "tools/serve.h"
+
+namespace eraid {
+namespace {
+
+class E2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "eraid-e2e.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    ArrayDirOptions o;
+    o.devices = 4;
+    o.device_size_bytes = 64ull << 20;
+    auto a = ArrayDir::Create(dir_, o, false);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    capacity_ = BlocksToBytes((*a)->volume().capacity_blocks());
+    ASSERT_TRUE((*a)->Close().ok());
+    a->reset();
+    Serve();
+  }
+  void TearDown() override {
+    Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  void Serve() {
+    ServeOptions so;
+    so.dir = dir_;
+    so.log = dir_ + "/serve.log";
+    so.plugin = ERAID_PLUGIN_PATH;
+    auto pid = StartServer(so);
+    ASSERT_TRUE(pid.ok()) << pid.status().ToString() << "\n" << Log();
+    pid_ = *pid;
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    Status s = StopServer(dir_);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "nbdkit exit status " << status << "\n" << Log();
+    pid_ = -1;
+  }
+  std::string Log() const {
+    std::ifstream f(dir_ + "/serve.log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string Socket() const { return dir_ + "/nbd.sock"; }
+  std::vector<std::string> Job(uint64_t bytes, std::vector<std::string> extra) const {
+    std::vector<std::string> job{"--name=e2e",    "--ioengine=nbd",  "--uri=" + NbdUnixUri(Socket()),
+                                 "--rw=randwrite", "--bs=4k",         "--iodepth=16",
+                                 "--size=" + std::to_string(bytes), "--verify=crc32c",
+                                 "--buffer_compress_percentage=50", "--refill_buffers",
+                                 "--verify_state_save=0"};
+    job.insert(job.end(), extra.begin(), extra.end());
+    return job;
+  }
+  AdminReply Admin(std::vector<std::string> words) {
+    auto r = AdminCall(dir_, words, nullptr);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : AdminReply{-1, ""};
+  }
+
+  std::string dir_;
+  uint64_t capacity_ = 0;
+  pid_t pid_ = -1;
+};
+
+TEST_F(E2eTest, FioVerifiesTheWholeVolumeAndAfterARestart) {
+  const uint64_t bytes = capacity_ / kBlockSize * kBlockSize;
+  auto w = RunFio(Job(bytes, {"--do_verify=1"}));  // writes every block, then reads and verifies it
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->error, 0);
+  EXPECT_GT(w->write_iops, 0);
+  Stop();
+  Serve();
+  auto v = RunFio(Job(bytes, {"--verify_only"}));
+  ASSERT_TRUE(v.ok()) << "after a restart: " << v.status().ToString();
+  EXPECT_GT(v->read_iops, 0);
+}
+
+TEST_F(E2eTest, DriveFailsMidRunThenReplaceRebuildAndScrub) {
+  const uint64_t bytes = capacity_ / kBlockSize * kBlockSize;
+  std::atomic<bool> writing{true}, failed{false};
+  std::thread injector([&] {
+    while (writing) {
+      auto st = AdminCall(dir_, {"status", "--json"}, nullptr);
+      if (st.ok() && JsonNumber(st->text, "valid_bytes") >= double(bytes) / 2) {
+        auto r = AdminCall(dir_, {"fail", "1"}, nullptr);
+        failed = r.ok() && r->rc == 0;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  auto w = RunFio(Job(bytes, {"--do_verify=1"}));
+  writing = false;
+  injector.join();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE(failed) << "the drive must fail while fio writes";
+  EXPECT_NE(Admin({"status", "--json"}).text.find("\"health\":\"degraded\""), std::string::npos);
+  auto degraded = RunFio(Job(bytes, {"--verify_only"}));
+  ASSERT_TRUE(degraded.ok()) << "degraded: " << degraded.status().ToString();
+
+  AdminReply rep = Admin({"replace", "1", "", "0", "--json"});
+  ASSERT_EQ(rep.rc, 0) << rep.text;
+  EXPECT_NE(Admin({"status", "--json"}).text.find("\"health\":\"ok\""), std::string::npos);
+  auto healthy = RunFio(Job(bytes, {"--verify_only"}));
+  ASSERT_TRUE(healthy.ok()) << "after the rebuild: " << healthy.status().ToString();
+  AdminReply scrub = Admin({"scrub", "--json"});
+  ASSERT_EQ(scrub.rc, 0) << scrub.text;
+  EXPECT_EQ(JsonNumber(scrub.text, "mismatches", -1), 0) << scrub.text;
+  EXPECT_GT(JsonNumber(scrub.text, "blocks_checked"), double(bytes / kBlockSize) / 2) << scrub.text;
+
+  // The replacement survives a restart: the manifest and superblocks agree.
+  Stop();
+  Serve();
+  auto again = RunFio(Job(bytes, {"--verify_only"}));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+}
+
+TEST_F(E2eTest, BadRequestsFailCleanlyAndTheServerKeepsServing) {
+  nbd_handle* h = nbd_create();
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(nbd_set_strict_mode(h, 0), 0);  // let the bad requests reach the server
+  ASSERT_EQ(nbd_connect_unix(h, Socket().c_str()), 0) << nbd_get_error();
+  const int64_t size = nbd_get_size(h);
+  ASSERT_EQ(static_cast<uint64_t>(size), capacity_);
+  std::vector<char> buf(8192, 'x');
+  struct Case {
+    const char* what;
+    bool write;
+    size_t count;
+    uint64_t offset;
+    int errno_expected;  // the NBD protocol answers a write past the end with ENOSPC
+  };
+  for (const Case& c : {Case{"read past the end", false, 4096, uint64_t(size), EINVAL},
+                        Case{"write past the end", true, 4096, uint64_t(size), ENOSPC},
+                        Case{"read across the end", false, 8192, uint64_t(size) - 4096, EINVAL},
+                        Case{"write across the end", true, 8192, uint64_t(size) - 4096, ENOSPC},
+                        Case{"misaligned read", false, 4096, 512, EINVAL},
+                        Case{"misaligned write", true, 4096, 512, EINVAL},
+                        Case{"short write", true, 512, 0, EINVAL}}) {
+    const int rc = c.write ? nbd_pwrite(h, buf.data(), c.count, c.offset, 0)
+                           : nbd_pread(h, buf.data(), c.count, c.offset, 0);
+    EXPECT_EQ(rc, -1) << c.what;
+    EXPECT_EQ(nbd_get_errno(), c.errno_expected) << c.what << ": " << nbd_get_error();
+  }
+  // Still serving, on this connection and a new one.
+  std::vector<char> block(4096, 'e'), back(4096);
+  ASSERT_EQ(nbd_pwrite(h, block.data(), 4096, 8192, 0), 0) << nbd_get_error();
+  ASSERT_EQ(nbd_flush(h, 0), 0);
+  ASSERT_EQ(nbd_pread(h, back.data(), 4096, 8192, 0), 0);
+  EXPECT_EQ(back, block);
+  nbd_shutdown(h, 0);
+  nbd_close(h);
+  nbd_handle* h2 = nbd_create();
+  ASSERT_EQ(nbd_connect_unix(h2, Socket().c_str()), 0) << nbd_get_error();
+  ASSERT_EQ(nbd_pread(h2, back.data(), 4096, 8192, 0), 0);
+  EXPECT_EQ(back, block);
+  nbd_close(h2);
+}
+
+TEST_F(E2eTest, SocketsAreOwnerOnlyAndTheAdminSocketRejectsMalformedCommands) {
+  for (const std::string& path : {Socket(), AdminSocketPath(dir_)}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_TRUE(S_ISSOCK(st.st_mode)) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
+  }
+  auto raw = [&](const std::string& request) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, AdminSocketPath(dir_).c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+    ::shutdown(fd, SHUT_WR);
+    std::string reply;
+    char buf[512];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, size_t(n));
+    ::close(fd);
+    return reply;
+  };
+  EXPECT_EQ(raw("hello\n").rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw(std::string(10000, 'a')).rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw("eraid-admin 1\tfail\t99\n").rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw("eraid-admin 1\tfail\t-1\n").rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw("eraid-admin 1\tconvert\traid6\tall\n").rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw("eraid-admin 1\tnosuch\n").rfind("result 2 ", 0), 0u);
+  EXPECT_EQ(raw("eraid-admin 1\tstatus\n").rfind("result 0 ", 0), 0u) << "and it still answers";
+  EXPECT_FALSE(Admin({"status", "--json"}).text.empty());
+}
+
+TEST_F(E2eTest, ASecondServerOrAnOfflineOpenIsRefusedWhileServing) {
+  ServeOptions so;
+  so.dir = dir_;
+  so.plugin = ERAID_PLUGIN_PATH;
+  auto second = StartServer(so, 10);
+  EXPECT_EQ(second.status().code(), StatusCode::kBusy);
+  auto offline = ArrayDir::Open(dir_);
+  EXPECT_EQ(offline.status().code(), StatusCode::kBusy);
+}
+
+}  // namespace
+}  // namespace eraid
