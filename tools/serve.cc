@@ -70,6 +70,7 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
   }
   cmd.push_back(o.plugin);
   cmd.push_back("dir=" + o.dir);
+  if (!o.socket.empty()) cmd.push_back("socket=" + o.socket);
   return cmd;
 }
 

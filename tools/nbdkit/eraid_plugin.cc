@@ -7,6 +7,8 @@
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -18,6 +20,7 @@
 namespace {
 
 std::string g_dir;
+std::string g_socket;  // nbdkit's Unix socket, removed at unload (nbdkit leaves it behind)
 std::unique_ptr<eraid::ArrayDir> g_array;
 std::unique_ptr<eraid::AdminServer> g_admin;
 
@@ -38,7 +41,11 @@ int Config(const char* key, const char* value) {
     g_dir = value;
     return 0;
   }
-  nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR)", key);
+  if (std::strcmp(key, "socket") == 0) {
+    g_socket = value;
+    return 0;
+  }
+  nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR [socket=PATH])", key);
   return -1;
 }
 
@@ -65,6 +72,9 @@ int AfterFork() {
 }
 
 void Unload() {
+  // Before the array closes (which releases its lock): whoever waits for the lock to go
+  // finds the socket gone too.
+  if (!g_socket.empty()) unlink(g_socket.c_str());
   if (g_admin) g_admin->Stop();
   g_admin.reset();
   if (g_array) {
@@ -125,7 +135,9 @@ static struct nbdkit_plugin plugin = [] {
   p.description = "A SepBIT log volume over an elastic RAID of compressing drives";
   p.config = Config;
   p.config_complete = ConfigComplete;
-  p.config_help = "dir=<DIR>    (required) an array directory made by `eraid create`";
+  p.config_help =
+      "dir=<DIR>       (required) an array directory made by `eraid create`\n"
+      "socket=<PATH>   the --unix socket, removed when the server exits";
   p.get_ready = GetReady;
   p.after_fork = AfterFork;
   p.unload = Unload;
