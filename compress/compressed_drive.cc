@@ -91,7 +91,16 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
   stats_.usable_bytes = usable_bytes_;
 }
 
-CompressedDrive::~CompressedDrive() = default;
+CompressedDrive::~CompressedDrive() {
+  if (cache_worker_.joinable()) {
+    {
+      std::lock_guard lock(cache_mu_);
+      cache_stop_ = true;
+    }
+    cache_work_cv_.notify_all();
+    cache_worker_.join();  // the worker empties the queue first
+  }
+}
 
 Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
                                                                  const DriveOptions& options) {
@@ -152,21 +161,155 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Open(Backend& flash,
 // ---------------------------------------------------------------- host operations
 
 void CompressedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
-  completions_.Push(std::move(done), DoRead(lba, buf));
+  completions_.Push(std::move(done), options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf));
 }
 void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
-  completions_.Push(std::move(done), DoWrite(lba, buf));
+  completions_.Push(std::move(done), options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
 }
 void CompressedDrive::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
-  completions_.Push(std::move(done), DoTrim(lba, count_blocks));
+  Status s = DrainCache();
+  completions_.Push(std::move(done), s.ok() ? DoTrim(lba, count_blocks) : s);
 }
 void CompressedDrive::SubmitFlush(IoCallback done) {
+  if (options_.write_cache_blocks) {
+    std::lock_guard lock(cache_mu_);
+    ++async_flushes_;
+    cache_queue_.push_back(CachedWrite{0, 0, 0, nullptr, std::move(done)});
+    if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
+    cache_work_cv_.notify_one();
+    return;
+  }
   Status s;
   {
     std::lock_guard lock(mu_);
     s = FlushLocked();
   }
   completions_.Push(std::move(done), std::move(s));
+}
+
+size_t CompressedDrive::Poll(bool wait) {
+  size_t n = completions_.Poll(false);
+  if (n > 0 || !wait) return n;
+  if (async_flushes_ > 0) {
+    std::unique_lock lock(cache_mu_);
+    cache_done_cv_.wait(lock, [&] { return completions_.size() > 0 || async_flushes_ == 0; });
+  }
+  return completions_.Poll(wait);
+}
+
+// ---------------------------------------------------------------- the write cache
+
+Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  const uint64_t n = BytesToBlocks(buf.size());
+  if (n > options_.write_cache_blocks) return DrainCache().ok() ? DoWrite(lba, buf) : DrainCache();
+  const uint64_t worst = n * (kRecordHeaderBytes + kBlockSize);
+  uint64_t live = 0, old = 0;
+  {
+    std::lock_guard lock(mu_);
+    live = stats_.live_bytes;
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t loc = map_[lba.value + i];
+      if (loc != kUnmapped && loc != kLostBlock) old += LocLength(loc);
+    }
+  }
+  auto data = std::make_shared<std::vector<std::byte>>(buf.begin(), buf.end());
+  std::unique_lock lock(cache_mu_);
+  cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
+  if (!cache_error_.ok()) return cache_error_;
+  if (live + cache_reserved_bytes_ + worst > usable_bytes_ + old) {
+    lock.unlock();
+    std::lock_guard l(mu_);
+    ++stats_.nospace_errors;
+    return Status::NoSpace("drive full: " + std::to_string(live) + " of " + std::to_string(usable_bytes_) +
+                           " physical bytes live, " + std::to_string(cache_reserved_bytes_) + " cached");
+  }
+  const uint64_t id = next_cache_id_++;
+  for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
+  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr});
+  cache_blocks_ += n;
+  cache_reserved_bytes_ += worst;
+  if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
+  cache_work_cv_.notify_one();
+  return Status::Ok();
+}
+
+Status CompressedDrive::CachedRead(Lba lba, std::span<std::byte> buf) {
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  const uint64_t n = BytesToBlocks(buf.size());
+  std::vector<bool> hit(n, false);
+  bool any = false;
+  {
+    std::lock_guard lock(cache_mu_);
+    for (uint64_t i = 0; i < n; ++i) {
+      auto it = cached_.find(lba.value + i);
+      if (it == cached_.end()) continue;
+      std::memcpy(buf.data() + BlocksToBytes(i), it->second.data->data() + it->second.offset, kBlockSize);
+      hit[i] = any = true;
+    }
+  }
+  if (!any) return DoRead(lba, buf);
+  // A block leaves the cache only after the mapping points at its record, so a miss here
+  // reads the stored copy (or a newer one).
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!hit[i]) ERAID_RETURN_IF_ERROR(DoRead(Lba(lba.value + i), buf.subspan(BlocksToBytes(i), kBlockSize)));
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::DrainCache() {
+  if (!options_.write_cache_blocks) return Status::Ok();
+  std::unique_lock lock(cache_mu_);
+  cache_done_cv_.wait(lock, [&] { return cache_blocks_ == 0; });
+  return cache_error_;
+}
+
+void CompressedDrive::CacheWorker() {
+  std::unique_lock lock(cache_mu_);
+  for (;;) {
+    cache_work_cv_.wait(lock, [&] { return cache_stop_ || !cache_queue_.empty(); });
+    if (cache_queue_.empty()) return;  // stopping, and nothing is left
+    if (cache_queue_.front().flush) {
+      IoCallback done = std::move(cache_queue_.front().flush);
+      cache_queue_.pop_front();
+      Status s = cache_error_;
+      lock.unlock();
+      if (s.ok()) {
+        std::lock_guard l(mu_);
+        s = FlushLocked();
+      }
+      completions_.Push(std::move(done), std::move(s));
+      lock.lock();
+      --async_flushes_;
+      cache_done_cv_.notify_all();
+      continue;
+    }
+    // The writes up to the next flush, 64 at most, stored outside cache_mu_.
+    std::vector<CachedWrite> batch;
+    while (!cache_queue_.empty() && !cache_queue_.front().flush && batch.size() < 64) {
+      batch.push_back(std::move(cache_queue_.front()));
+      cache_queue_.pop_front();
+    }
+    lock.unlock();
+    std::vector<Status> results;
+    for (const CachedWrite& w : batch) {
+      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data)));
+    }
+    lock.lock();
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const CachedWrite& w = batch[b];
+      for (uint64_t i = 0; i < w.blocks; ++i) {
+        auto it = cached_.find(w.lba + i);
+        if (it != cached_.end() && it->second.id == w.id) cached_.erase(it);
+      }
+      cache_blocks_ -= w.blocks;
+      cache_reserved_bytes_ -= w.blocks * (kRecordHeaderBytes + kBlockSize);
+      if (!results[b].ok() && cache_error_.ok()) {
+        cache_error_ = results[b].WithContext("cached write of lba " + std::to_string(w.lba));
+      }
+    }
+    cache_done_cv_.notify_all();
+  }
 }
 
 Status CompressedDrive::DoRead(Lba lba, std::span<std::byte> buf) {
@@ -288,6 +431,7 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
     return Status::NotSupported("FlashAlloc is disabled on " + name());
   }
   ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
+  ERAID_RETURN_IF_ERROR(DrainCache());  // cached writes belong to the streams of before
   std::lock_guard lock(mu_);
   const uint64_t end = lba.value + count_blocks;
   // A new range replaces any it overlaps.
@@ -315,6 +459,7 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
 }
 
 Status CompressedDrive::Close() {
+  ERAID_RETURN_IF_ERROR(DrainCache());
   std::lock_guard lock(mu_);
   return CheckpointLocked();
 }
@@ -670,8 +815,10 @@ Status CompressedDrive::RecoverLocked() {
   for (uint32_t i = 0; i < num_eus_; ++i) {
     eus_[i] = Eu{};
     const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
-    ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf));
-    auto head = DecodeRecord(buf, /*check_crc=*/true);
+    // The header page first; then only the pages that can hold records after `start`
+    // (a clean shutdown leaves nothing to read past each EU's checkpointed end).
+    ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), std::span(buf).first(kBlockSize)));
+    auto head = DecodeRecord(std::span(buf).first(kBlockSize), /*check_crc=*/true);
     bool valid = head.ok() && head->type == RecordType::kEuHeader && head->lba == i;
     uint32_t start = 0;
     if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen) {
@@ -684,6 +831,10 @@ Status CompressedDrive::RecoverLocked() {
     }
     const uint64_t gen = head->seq;
     max_seq = std::max(max_seq, gen);
+    if (const uint64_t first_page = std::max<uint64_t>(1, start / kBlockSize); first_page < eu_blocks_) {
+      ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize + first_page),
+                                        std::span(buf).subspan(BlocksToBytes(first_page))));
+    }
     uint32_t off = start;
     while (off + kRecordHeaderBytes <= eu_bytes_) {
       auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);

@@ -32,10 +32,15 @@
 // decompression run outside the drive's lock; mapping and flash I/O run under it.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "compress/backend.h"
@@ -57,6 +62,15 @@ struct DriveOptions {
   // Full flash pages of an open EU are written once this many have accumulated (and
   // every page at a flush or when the EU fills): fewer, larger backend writes.
   uint32_t write_batch_blocks = 16;
+  // A volatile write cache, as a drive's DRAM: 0 = every write is compressed and stored
+  // before it completes. N > 0: a write of up to N blocks completes once copied into the
+  // cache, and a background thread (one per drive) compresses and stores it; reads see
+  // cached data; flush, trim, FlashAlloc and Close wait until the cache is empty. Space is
+  // reserved at the worst case (uncompressed) while a block is cached, so NoSpace is still
+  // returned by the write that would not fit. Flushes queue behind the writes and complete
+  // from the same thread. A background failure is reported by every later flush.
+  // Unflushed writes may be lost on a crash, exactly as without the cache.
+  uint32_t write_cache_blocks = 0;
 };
 
 struct DriveStats {
@@ -108,8 +122,8 @@ class CompressedDrive final : public Backend {
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
-  size_t Poll(bool wait) override { return completions_.Poll(wait); }
-  size_t in_flight() const override { return completions_.size(); }
+  size_t Poll(bool wait) override;
+  size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
 
   // Flushes and writes a checkpoint, so the next Open() replays nothing.
@@ -131,6 +145,12 @@ class CompressedDrive final : public Backend {
 
   Status DoRead(Lba lba, std::span<std::byte> buf);
   Status DoWrite(Lba lba, std::span<const std::byte> buf);
+  // The write cache (options_.write_cache_blocks > 0).
+  Status CacheWrite(Lba lba, std::span<const std::byte> buf);
+  Status CachedRead(Lba lba, std::span<std::byte> buf);
+  // Waits until every cached write is stored; returns the sticky background error.
+  Status DrainCache();
+  void CacheWorker();
   Status DoTrim(Lba lba, uint64_t count_blocks);
 
   // All REQUIRE mu_ held.
@@ -180,6 +200,33 @@ class CompressedDrive final : public Backend {
   uint64_t bytes_since_ckpt_ = 0;
   uint64_t use_clock_ = 0;  // orders FlashAlloc ranges for eviction
   DriveStats stats_;
+
+  // The write cache. cache_mu_ is never held while taking mu_ or the other way round.
+  // A cached write, or (flush set) a flush that completes once every write before it is
+  // stored and the flash is flushed: the drives of an array flush in parallel.
+  struct CachedWrite {
+    uint64_t lba = 0, blocks = 0, id = 0;
+    std::shared_ptr<std::vector<std::byte>> data;
+    IoCallback flush;
+  };
+  std::atomic<uint64_t> async_flushes_{0};  // queued flushes, counted in in_flight()
+  std::mutex cache_mu_;
+  std::condition_variable cache_work_cv_;  // the worker: work or stop
+  std::condition_variable cache_done_cv_;  // writers waiting for room; drains
+  std::deque<CachedWrite> cache_queue_;
+  // LBA -> the newest cached write of it (id, its data, the block's offset in it).
+  struct CachedBlock {
+    uint64_t id;
+    std::shared_ptr<std::vector<std::byte>> data;
+    uint64_t offset;
+  };
+  std::unordered_map<uint64_t, CachedBlock> cached_;
+  uint64_t cache_blocks_ = 0;          // queued or being stored
+  uint64_t cache_reserved_bytes_ = 0;  // worst-case record bytes of those
+  uint64_t next_cache_id_ = 1;
+  Status cache_error_;
+  bool cache_stop_ = false;
+  std::thread cache_worker_;
 };
 
 }  // namespace eraid

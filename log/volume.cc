@@ -144,7 +144,7 @@ Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
   if (out.empty() || !IsBlockAligned(out.size())) return Status::InvalidArgument("read size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(out.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);  // reads run side by side; the array serialises what it must
   for (uint64_t i = 0; i < blocks; ++i) {
     ERAID_RETURN_IF_ERROR(engine_->Read(lba + i, out.subspan(BlocksToBytes(i), kBlockSize)));
   }
@@ -168,7 +168,7 @@ Status Volume::Flush() {
 }
 
 VolumeStats Volume::stats() const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   return {capacity_blocks_, engine_->stats(), placement_->stats()};
 }
 

@@ -10,11 +10,13 @@
 // Recovery: Open() rebuilds the map from the array's segment summaries alone (each block
 // carries its LBA, last user-write time and class); the newest copy of each LBA wins.
 //
-// Thread-safety: all methods may be called concurrently; they serialise on one lock.
+// Thread-safety: all methods may be called concurrently. Reads share the volume's lock
+// (the log engine's Read only looks up its map); everything else holds it exclusively.
 #pragma once
 
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 
@@ -69,7 +71,7 @@ class Volume {
   ElasticArray& array_;
   VolumeOptions options_;
   uint64_t capacity_blocks_ = 0;
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;  // shared: Read, stats; exclusive: the rest
   std::unique_ptr<Placement> placement_;
   std::unique_ptr<ArrayStore> store_;
   std::unique_ptr<LogEngine> engine_;

@@ -125,10 +125,20 @@ class ElasticArray::Io {
     }
   }
 
+  // All devices at once: drives that flush in the background do it in parallel.
   void FlushAll() {
+    std::vector<Status> results(count());
+    size_t pending = 0;
     for (uint32_t d = 0; d < count(); ++d) {
-      if (writable(d)) Note(d, devices_[d]->Flush());
+      if (!writable(d)) continue;
+      ++pending;
+      devices_[d]->SubmitFlush([&, d](Status s) {
+        results[d] = std::move(s);
+        --pending;
+      });
     }
+    Drain(&pending);
+    for (uint32_t d = 0; d < count(); ++d) Note(d, results[d]);
   }
 
  private:

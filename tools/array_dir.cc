@@ -18,6 +18,9 @@ namespace eraid {
 namespace {
 constexpr const char* kManifest = "eraid.conf";
 constexpr const char* kMagicLine = "eraid-array-dir 1";
+// Each emulated drive has a 2 MiB write cache: its compression runs on its own thread,
+// in parallel with the other drives' and outside the array's and the volume's locks.
+constexpr uint32_t kDriveWriteCacheBlocks = 512;
 
 std::string DrivePath(const std::string& dir, uint32_t i) { return dir + "/drive" + std::to_string(i); }
 
@@ -123,6 +126,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->drive_options_ = o.drive;
+  a->drive_options_.write_cache_blocks = kDriveWriteCacheBlocks;
   std::vector<Backend*> devs;
   CreatedFiles created;
   for (uint32_t i = 0; i < o.devices; ++i) {
@@ -133,7 +137,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
     a->paths_.push_back(path);
     if (!std::filesystem::exists(path)) created.paths.push_back(path);
     ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
-    ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, o.drive));
+    ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, a->drive_options_));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(drive));
     devs.push_back(a->drives_.back().get());
@@ -173,6 +177,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   DriveOptions drive;
   ERAID_ASSIGN_OR_RETURN(drive.codec, ParseCodecConfig(kv["compression"]));
   drive.flashalloc = kv["flashalloc"] != "off";
+  drive.write_cache_blocks = kDriveWriteCacheBlocks;
   VolumeOptions vo;
   vo.placement = kv["placement"];
   vo.gp_threshold = gp;

@@ -93,12 +93,13 @@ DriveOptions SmallOptions() {
   return o;
 }
 
-class DriveRoundTrip : public ::testing::TestWithParam<uint32_t> {};
+// (compressibility %, write cache blocks)
+class DriveRoundTrip : public ::testing::TestWithParam<std::tuple<uint32_t, uint32_t>> {};
 
 TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
-  const uint32_t pct = GetParam();
+  const auto [pct, cache] = GetParam();
   const uint64_t seed = SeedFromEnvOrRandom();
-  std::printf("seed=%llu compressibility=%u%%\n", (unsigned long long)seed, pct);
+  std::printf("seed=%llu compressibility=%u%% write_cache=%u\n", (unsigned long long)seed, pct, cache);
   std::mt19937_64 rng(seed);
   // Size flash and working set so live data fills ~60% of flash at any compressibility,
   // and write ~3x the flash so device GC runs.
@@ -106,6 +107,7 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   const uint64_t flash_blocks = 1024 + 3072 * (100 - pct) / 100;
   DriveOptions o = SmallOptions();
   o.expansion = 4.0;
+  o.write_cache_blocks = cache;
   DriveModel m(flash_blocks, o);
   const auto span = std::min<uint64_t>(m.drive().capacity_blocks(),
                                        uint64_t(0.6 * m.drive().stats().flash_bytes / record_bytes));
@@ -124,6 +126,7 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
     }
   }
   m.VerifyAll();
+  ASSERT_TRUE(m.drive().Flush().ok());  // the write cache is empty after a flush
   DriveStats st = m.drive().stats();
   // The ratio tracks the data: 0% stores ~4 KiB + header, 90% stores ~10%.
   double expected = 4096.0 / (32 + 4096.0 * std::max(100u - pct, 1u) / 100.0);
@@ -133,7 +136,8 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   m.VerifyAll();
 }
 
-INSTANTIATE_TEST_SUITE_P(Compressibility, DriveRoundTrip, ::testing::Values(0u, 25u, 50u, 75u, 90u));
+INSTANTIATE_TEST_SUITE_P(Compressibility, DriveRoundTrip,
+                         ::testing::Combine(::testing::Values(0u, 25u, 50u, 75u, 90u), ::testing::Values(0u, 64u)));
 
 // The bytes the drive says it stores are the bytes on flash: parse every record on
 // flash independently and compare with Usage() and stats().
@@ -204,9 +208,13 @@ TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
   for (uint64_t lba = 0; lba < 64; ++lba) m.Verify(lba);
 }
 
-TEST(DriveTest, NoSpaceChangesNothingAndDriveRecovers) {
+// With and without the write cache (which reserves the worst case while a block waits).
+class DriveNoSpace : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(DriveNoSpace, NoSpaceChangesNothingAndDriveRecovers) {
   std::mt19937_64 rng(9);
   DriveOptions o = SmallOptions();
+  o.write_cache_blocks = GetParam();
   o.expansion = 3.0;  // far more LBAs than incompressible data can fill
   DriveModel m(2048, o);
   uint64_t lba = 0;
@@ -235,6 +243,8 @@ TEST(DriveTest, NoSpaceChangesNothingAndDriveRecovers) {
 }
 
 // Sustained random overwrites with live data at 90% of flash: GC must keep every block.
+INSTANTIATE_TEST_SUITE_P(WriteCache, DriveNoSpace, ::testing::Values(0u, 64u));
+
 TEST(DriveTest, GcKeepsDataAtNinetyPercentFull) {
   const uint64_t seed = SeedFromEnvOrRandom();
   std::printf("seed=%llu\n", (unsigned long long)seed);
