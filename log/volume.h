@@ -17,6 +17,8 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+
+#include "common/rw_mutex.h"
 #include <span>
 #include <string>
 
@@ -71,7 +73,7 @@ class Volume {
   ElasticArray& array_;
   VolumeOptions options_;
   uint64_t capacity_blocks_ = 0;
-  mutable std::shared_mutex mu_;  // shared: Read, stats; exclusive: the rest
+  mutable RwMutex mu_;  // shared: Read, stats; exclusive: the rest (writers first)
   std::unique_ptr<Placement> placement_;
   std::unique_ptr<ArrayStore> store_;
   std::unique_ptr<LogEngine> engine_;

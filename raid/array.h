@@ -23,12 +23,18 @@
 //     the array runs degraded. Replace() rebuilds a new device online, segment by segment.
 //
 // Thread-safety: all public methods may be called from any thread; they serialise on one
-// array lock (segment-granular locking is future work, see docs/raid.md).
+// array lock, except that reads of healthy blocks share it (segment-granular locking is
+// future work, see docs/raid.md).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <array>
+#include <atomic>
 #include <mutex>
+#include <shared_mutex>
+
+#include "common/rw_mutex.h"
 #include <vector>
 
 #include "common/aligned_buffer.h"
@@ -165,7 +171,11 @@ class ElasticArray {
   ArrayGeometry geometry_;
   uint64_t array_id_ = 0;
   const Clock& clock_;
-  mutable std::mutex mu_;
+  // Exclusive for everything but the fast path of Read(): a healthy primary copy whose CRC
+  // matches is read under a shared lock, so reads run side by side; anything else
+  // (a mismatch, a failed device, a repair) retries under the exclusive lock.
+  mutable RwMutex mu_;
+  std::array<std::atomic<uint64_t>, kMaxDevices> fast_reads_{};  // device reads of the fast path
   ArrayStats stats_;  // before io_, which keeps the per-device part of it
   std::unique_ptr<Io> io_;
   std::vector<std::unique_ptr<Segment>> segments_;

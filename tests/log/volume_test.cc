@@ -6,10 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <map>
+#include <thread>
 #include <random>
 
 #include "common/data_gen.h"
+#include "common/crc32c.h"
+#include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 
@@ -231,6 +237,109 @@ TEST(VolumeTest, FreeSpaceTriggerUsesFreeSpaceFirst) {
     } else {
       EXPECT_GT(st.gc_blocks, 0u) << "the GP trigger copies as soon as garbage passes 15%";
     }
+  }
+}
+
+// Everything the served volume does at once (what TSan runs): writers, readers, flushes,
+// conversions both ways, scrubs and stats, over compressing drives with write caches.
+// Every block carries its LBA and a CRC of its payload, so a reader can tell a torn or
+// misplaced block from a current one without knowing which write won.
+TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::vector<std::unique_ptr<MemBackend>> flash;
+  std::vector<std::unique_ptr<CompressedDrive>> drives;
+  std::vector<Backend*> devs;
+  DriveOptions dopt;
+  dopt.erase_unit_blocks = 16;
+  dopt.write_cache_blocks = 64;
+  for (int d = 0; d < 4; ++d) {
+    flash.push_back(std::make_unique<MemBackend>(8192));
+    drives.push_back(std::move(CompressedDrive::Format(*flash.back(), dopt)).value());
+    devs.push_back(drives.back().get());
+  }
+  ArrayOptions ao;
+  ao.chunk_blocks = 4;
+  ao.rows_per_slot = 4;
+  auto array = std::move(ElasticArray::Create(devs, ao)).value();
+  auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
+  const uint64_t cap = volume->capacity_blocks();
+  auto make = [](uint64_t lba, uint64_t salt, Block* b) {
+    std::mt19937_64 rng(lba * 1000003 + salt);
+    FillBlockWithCompressibility(*b, 50, rng);
+    std::memcpy(b->data(), &lba, 8);
+    const uint32_t crc = Crc32c(b->data() + 16, kBlockSize - 16);
+    std::memcpy(b->data() + 8, &crc, 4);
+  };
+  auto check = [](uint64_t lba, const Block& b) {
+    if (std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; })) return true;
+    uint64_t got = 0;
+    uint32_t crc = 0;
+    std::memcpy(&got, b.data(), 8);
+    std::memcpy(&crc, b.data() + 8, 4);
+    return got == lba && crc == Crc32c(b.data() + 16, kBlockSize - 16);
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> writes{0}, reads{0}, bad{0}, conversions{0}, scrubs{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(seed + w);
+      Block b(kBlockSize);
+      for (int i = 0; i < 3000; ++i) {
+        const uint64_t lba = rng() % cap;
+        make(lba, rng(), &b);
+        if (!volume->Write(lba, b).ok()) ++bad;
+        if (i % 500 == 0 && !volume->Flush().ok()) ++bad;
+        ++writes;
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937_64 rng(seed + 100 + r);
+      Block b(kBlockSize);
+      while (!stop) {
+        const uint64_t lba = rng() % cap;
+        if (!volume->Read(lba, b).ok() || !check(lba, b)) ++bad;
+        if (++reads % 64 == 0) std::this_thread::yield();
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    uint64_t last = 0;
+    while (!stop) {
+      // A pass per 300 writes: conversions and scrubs keep pace with the writers.
+      if (writes < last + 300) {
+        std::this_thread::yield();
+        continue;
+      }
+      last = writes;
+      const SegmentScheme to = conversions % 2 ? SegmentScheme::kRaid5 : SegmentScheme::kRaid10;
+      for (uint32_t s = 0; s < array->geometry().segments && !stop; ++s) {
+        if (array->segment_info(SegmentId(s)).sealed && array->Convert(SegmentId(s), to).ok()) ++conversions;
+      }
+      auto rep = array->Scrub();
+      if (!rep.ok() || rep->unrepairable > 0) ++bad;
+      ++scrubs;
+      (void)volume->stats();
+      (void)array->stats();
+    }
+  });
+  threads[0].join();
+  threads[1].join();
+  stop = true;
+  for (size_t i = 2; i < threads.size(); ++i) threads[i].join();
+  std::printf("writes=%llu reads=%llu conversions=%llu scrubs=%llu\n", (unsigned long long)writes.load(),
+              (unsigned long long)reads.load(), (unsigned long long)conversions.load(),
+              (unsigned long long)scrubs.load());
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(conversions.load(), 0u);
+  EXPECT_GT(reads.load(), 1000u);
+  for (uint64_t lba = 0; lba < cap; ++lba) {
+    Block b(kBlockSize);
+    ASSERT_TRUE(volume->Read(lba, b).ok());
+    ASSERT_TRUE(check(lba, b)) << "lba " << lba;
   }
 }
 
