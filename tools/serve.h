@@ -18,7 +18,7 @@ struct ServeOptions {
   std::string tcp;               // ADDR:PORT instead of a Unix socket; needs TLS
   std::string tls_psk;           // nbdkit --tls-psk file
   std::string tls_certificates;  // nbdkit --tls-certificates directory
-  uint32_t threads = 16;         // nbdkit worker threads per connection
+  uint32_t threads = 8;          // nbdkit worker threads per connection (fewer than its 16 contend less)
   std::string nbdkit = "nbdkit";
   std::string plugin;            // default: FindPlugin()
   std::string log;               // nbdkit's stderr (empty: inherited)
