@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   liburing-dev libisal-dev libzstd-dev libboost-program-options-dev
   libgtest-dev libbenchmark-dev
-  fio nbdkit nbdkit-plugin-dev libnbd-bin
+  fio nbdkit nbdkit-plugin-dev libnbd-bin libnbd-dev
 )
 
 missing=()
