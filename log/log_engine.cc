@@ -104,6 +104,7 @@ void LogEngine::Invalidate(uint64_t lba) {
   Segment& seg = *segments_[IndexOf(map_[lba])];
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
+  store_.OnInvalidate(seg.handle);
   map_[lba] = 0;
   --stats_.valid_blocks;
 }
@@ -140,7 +141,8 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
   }
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
   if (options_.gc_free_segments > 0) {
-    while (stats_.live_segments + options_.gc_free_segments > options_.total_segments) {
+    while (stats_.live_segments + options_.gc_free_segments > options_.total_segments ||
+           (options_.space_pressure && options_.space_pressure())) {
       const uint64_t before = stats_.segments_collected;
       ERAID_RETURN_IF_ERROR(CollectGarbage(/*min_gp=*/std::numeric_limits<double>::min()));
       if (stats_.segments_collected == before) break;  // nothing holds garbage
@@ -168,6 +170,17 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 }
 
 Status LogEngine::Flush() { return store_.Flush(); }
+
+std::optional<uint64_t> LogEngine::Locate(uint64_t lba) const {
+  if (lba >= map_.size() || map_[lba] == 0) return std::nullopt;
+  return segments_[IndexOf(map_[lba])]->handle;
+}
+
+void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const {
+  for (const auto& seg : segments_) {
+    if (seg && seg->sealed && !seg->slots.empty()) fn(seg->handle, double(seg->n_invalid) / double(seg->slots.size()));
+  }
+}
 
 Status LogEngine::CollectGarbage(double min_gp) {
   // Candidates, best first; ties in the order the reference simulator's HashMap iterates.

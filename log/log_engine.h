@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,6 +58,9 @@ struct EngineOptions {
   // anything is copied (a volume written over a small working set sees WA ~ 1).
   uint32_t gc_free_segments = 0;
   uint32_t total_segments = 0;
+  // With gc_free_segments: also collect while this says physical space is short (the
+  // scheduler's budget); it is asked after every request, so it must be cheap.
+  std::function<bool()> space_pressure;
 };
 
 struct EngineStats {
@@ -93,6 +97,10 @@ class LogEngine {
   Status FinishRecovery();
 
   const EngineStats& stats() const { return stats_; }
+  // Every sealed segment's store handle and garbage proportion (invalid / written).
+  void ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const;
+  // The store handle of the segment holding an LBA's current copy.
+  std::optional<uint64_t> Locate(uint64_t lba) const;
   uint64_t now() const { return now_; }
   // For tests: the class of the segment holding `lba`, or -1.
   int ClassOf(uint64_t lba) const;

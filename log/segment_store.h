@@ -29,6 +29,8 @@ class SegmentStore {
   virtual Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) = 0;
   virtual Status Flush() = 0;
   virtual bool has_data() const = 0;
+  // A block of the segment was overwritten or trimmed (for hotness; default: nothing).
+  virtual void OnInvalidate(uint64_t /*handle*/) {}
 };
 
 class CountingStore final : public SegmentStore {

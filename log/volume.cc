@@ -17,7 +17,7 @@ class Volume::ArrayStore final : public SegmentStore {
  public:
   ArrayStore(ElasticArray& array, SegmentScheme scheme) : array_(array), scheme_(scheme) {}
   Result<uint64_t> Open(uint32_t cls) override {
-    ERAID_ASSIGN_OR_RETURN(SegmentId s, array_.AllocateSegment(scheme_));
+    ERAID_ASSIGN_OR_RETURN(SegmentId s, array_.AllocateSegment(listener_ ? listener_->SchemeForNewSegment() : scheme_));
     if (classes_.size() <= s.value) classes_.resize(s.value + 1);
     classes_[s.value] = cls;
     return uint64_t{s.value};
@@ -32,14 +32,21 @@ class Volume::ArrayStore final : public SegmentStore {
   Status Seal(uint64_t handle) override { return array_.Seal(SegmentId(static_cast<uint32_t>(handle))); }
   Status Free(uint64_t handle) override { return array_.Free(SegmentId(static_cast<uint32_t>(handle))); }
   Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) override {
+    if (listener_) listener_->OnSegmentRead(SegmentId(static_cast<uint32_t>(handle)));
     return array_.Read(SegmentId(static_cast<uint32_t>(handle)), position, out);
   }
+  void OnInvalidate(uint64_t handle) override {
+    if (listener_) listener_->OnBlockInvalidated(SegmentId(static_cast<uint32_t>(handle)));
+  }
+  void set_listener(VolumeListener* l) { listener_ = l; }
+  bool SpacePressure() { return listener_ && listener_->SpacePressure(); }
   Status Flush() override { return array_.Flush(); }
   bool has_data() const override { return true; }
 
  private:
   ElasticArray& array_;
   SegmentScheme scheme_;
+  VolumeListener* listener_ = nullptr;
   std::vector<uint32_t> classes_;
 };
 
@@ -79,6 +86,8 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
   if (options.gc_when == GcTrigger::kFreeSpace) {
     eo.total_segments = array.geometry().segments;
     eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
+    ArrayStore* store = v->store_.get();
+    eo.space_pressure = [store] { return store->SpacePressure(); };
   }
   v->engine_ = std::make_unique<LogEngine>(eo, *v->placement_, *v->store_);
   return v;
@@ -103,6 +112,8 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   if (options.gc_when == GcTrigger::kFreeSpace) {
     eo.total_segments = array.geometry().segments;
     eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
+    ArrayStore* store = v->store_.get();
+    eo.space_pressure = [store] { return store->SpacePressure(); };
   }
   // Segments with no data blocks (opened, never written) are simply freed.
   for (uint32_t i = 0; i < array.geometry().segments; ++i) {
@@ -165,6 +176,25 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
 Status Volume::Flush() {
   std::lock_guard lock(mu_);
   return engine_->Flush();
+}
+
+void Volume::SetListener(VolumeListener* listener) {
+  std::lock_guard lock(mu_);
+  store_->set_listener(listener);
+}
+
+std::vector<std::pair<SegmentId, double>> Volume::SealedSegments() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::pair<SegmentId, double>> out;
+  engine_->ForEachSealed([&](uint64_t handle, double gp) { out.emplace_back(SegmentId(uint32_t(handle)), gp); });
+  return out;
+}
+
+std::optional<SegmentId> Volume::Locate(uint64_t lba) const {
+  std::shared_lock lock(mu_);
+  auto handle = engine_->Locate(lba);
+  if (!handle) return std::nullopt;
+  return SegmentId(static_cast<uint32_t>(*handle));
 }
 
 VolumeStats Volume::stats() const {

@@ -20,7 +20,10 @@
 
 #include "common/rw_mutex.h"
 #include <span>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "log/log_engine.h"
 #include "raid/array.h"
@@ -41,6 +44,21 @@ struct VolumeOptions {
   // Exported capacity as a fraction of the array's data positions that remain after the
   // open segments: the rest is the room GC works in.
   double utilization = 0.75;
+};
+
+// What the conversion scheduler (scheduler/) hears from the volume. Set before use.
+class VolumeListener {
+ public:
+  virtual ~VolumeListener() = default;
+  // A block of the segment was read. Called concurrently from readers: keep it to atomics.
+  virtual void OnSegmentRead(SegmentId s) = 0;
+  // A block of the segment was overwritten or trimmed (under the volume's lock).
+  virtual void OnBlockInvalidated(SegmentId s) = 0;
+  // The scheme a segment the log opens now is born in (under the volume's lock).
+  virtual SegmentScheme SchemeForNewSegment() = 0;
+  // Physical space is over budget: the log collects garbage until it is not (asked after
+  // every write, under the volume's lock; keep it cheap when the answer is no).
+  virtual bool SpacePressure() = 0;
 };
 
 struct VolumeStats {
@@ -64,6 +82,11 @@ class Volume {
   Status Trim(uint64_t lba, uint64_t blocks);
   Status Flush();
   VolumeStats stats() const;
+  void SetListener(VolumeListener* listener);
+  // Every sealed segment with its garbage proportion: GC is about to reclaim the high ones.
+  std::vector<std::pair<SegmentId, double>> SealedSegments() const;
+  // The segment holding an LBA's current copy (none if unwritten or trimmed).
+  std::optional<SegmentId> Locate(uint64_t lba) const;
 
  private:
   class ArrayStore;

@@ -150,6 +150,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"flashalloc", o.drive.flashalloc ? "on" : "off"},
       {"placement", o.volume.placement},
       {"gp", std::to_string(o.volume.gp_threshold)},
+      {"gc", o.volume.gc_when == GcTrigger::kFreeSpace ? "free-space" : "gp"},
       {"scheme", raid_format::SchemeName(o.volume.scheme)}};
   if (!o.device_paths.empty()) {
     for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
@@ -180,6 +181,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   drive.write_cache_blocks = kDriveWriteCacheBlocks;
   VolumeOptions vo;
   vo.placement = kv["placement"];
+  // Absent in manifests written before the key existed: those volumes collected by GP.
+  if (kv.count("gc") && kv["gc"] != "free-space" && kv["gc"] != "gp") {
+    return Status::Corruption(dir + "/" + kManifest + ": gc must be free-space or gp");
+  }
+  vo.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace : GcTrigger::kGarbageProportion;
   vo.gp_threshold = gp;
   vo.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());

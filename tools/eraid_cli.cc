@@ -86,7 +86,7 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
 
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
-  std::string placement = "sepbit";
+  std::string placement = "sepbit", gc = "free-space";
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
@@ -103,6 +103,7 @@ int Create(int argc, char** argv) {
       ("compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")
       ("flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")
       ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip")
+      ("gc", po::value(&gc)->default_value(gc), "when the log collects: free-space (when free segments run low) | gp (whenever garbage > 15%, as the SepBIT paper)")
       ("force", po::bool_switch(&force), "overwrite an existing array");
   po::variables_map vm;
   if (int rc = Parse("create", desc, argc, argv, &vm); rc >= 0) return rc;
@@ -123,6 +124,7 @@ int Create(int argc, char** argv) {
   if (flashalloc != "on" && flashalloc != "off") {
     return Die("create", Status::InvalidArgument("--flashalloc must be on or off"), 2);
   }
+  if (gc != "free-space" && gc != "gp") return Die("create", Status::InvalidArgument("--gc must be free-space or gp"), 2);
   if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) || (*chunk_bytes & (*chunk_bytes - 1)) != 0 ||
       *chunk_bytes > (1u << 20)) {
     return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"), 2);
@@ -138,6 +140,7 @@ int Create(int argc, char** argv) {
   o.array.chunk_blocks = static_cast<uint32_t>(BytesToBlocks(*chunk_bytes));
   o.array.rows_per_slot = rows;
   o.volume.placement = placement;
+  o.volume.gc_when = gc == "gp" ? GcTrigger::kGarbageProportion : GcTrigger::kFreeSpace;
   if (ArrayInUse(dir)) return Die("create", Status::Busy("the array in " + dir + " is in use (served?)"));
   auto a = ArrayDir::Create(dir, o, force);
   if (!a.ok()) return Die("create", a.status(), a.status().code() == StatusCode::kInvalidArgument ? 2 : 1);

@@ -1,0 +1,266 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace eraid {
+
+const char* PolicyName(Policy p) {
+  switch (p) {
+    case Policy::kElastic: return "elastic";
+    case Policy::kRaid5: return "raid5";
+    case Policy::kRaid10: return "raid10";
+  }
+  return "?";
+}
+
+Result<Policy> ParsePolicy(const std::string& name) {
+  if (name == "elastic") return Policy::kElastic;
+  if (name == "raid5") return Policy::kRaid5;
+  if (name == "raid10") return Policy::kRaid10;
+  return Status::InvalidArgument("policy must be elastic, raid5 or raid10, not '" + name + "'");
+}
+
+namespace {
+// Cold segments fill at most this share of the budget: the rest is kept for hot ones.
+constexpr double kColdShare = 0.9;
+}  // namespace
+
+Scheduler::Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
+                     const SchedulerOptions& options, const Clock& clock)
+    : array_(array),
+      volume_(volume),
+      physical_(std::move(physical)),
+      options_(options),
+      clock_(clock),
+      hot_(array.geometry().segments),
+      busy_(array.geometry().segments, false),
+      free_mirror_(array.geometry().segments, false),
+      last_refill_ns_(clock.NowNanos()) {
+  stats_.throttle_bytes_per_sec = options_.rate_bytes_per_sec;
+  volume_.SetListener(this);
+}
+
+Scheduler::~Scheduler() {
+  Stop();
+  volume_.SetListener(nullptr);
+}
+
+SegmentScheme Scheduler::SchemeForNewSegment() {
+  SegmentScheme s = SegmentScheme::kRaid5;
+  if (options_.policy != Policy::kRaid5) {
+    // Born RAID10 only with room for the worst case (incompressible, mirrored) to spare.
+    const PhysicalUse use = physical_();
+    const double budget = options_.beta * double(use.flash_bytes);
+    over_budget_ = double(use.used_bytes) > budget;
+    const double worst = 2.0 * double(BlocksToBytes(array_.geometry().segment_positions()));
+    const double limit = options_.policy == Policy::kRaid10 ? budget : kColdShare * budget;
+    if (double(use.used_bytes) + worst <= limit) s = SegmentScheme::kRaid10;
+  }
+  ++(s == SegmentScheme::kRaid10 ? born_raid10_ : born_raid5_);
+  return s;
+}
+
+bool Scheduler::SpacePressure() {
+  // After every write (a look at the drives' counters, ~1 us); once exceeded, the log
+  // collects until use is 2% of the flash below the budget, so it does not collect again
+  // after every single write.
+  const PhysicalUse use = physical_();
+  const double budget = options_.beta * double(use.flash_bytes);
+  const double used = double(use.used_bytes);
+  over_budget_ = over_budget_ ? used > budget - 0.02 * double(use.flash_bytes) : used > budget;
+  return over_budget_;
+}
+
+void Scheduler::Refill() {
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t rate = stats_.throttle_bytes_per_sec;
+  if (rate == 0) {
+    tokens_ = 0;
+  } else {
+    tokens_ += double(now - last_refill_ns_) * double(rate) / 1e9;
+    // Bursts are bounded by a tenth of a second's worth (or one segment, if larger).
+    const double cap = std::max(double(rate) / 10, double(BlocksToBytes(array_.geometry().segment_positions())));
+    tokens_ = std::min(tokens_, cap);
+  }
+  last_refill_ns_ = now;
+}
+
+std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use) {
+  const double budget = options_.beta * double(use.flash_bytes);
+  const double used = double(use.used_bytes);
+  stats_.budget_use = budget > 0 ? used / budget : 0;
+  over_budget_ = used > budget;
+  const double n = array_.geometry().data_devices();
+  struct Seen {
+    SegmentId s;
+    SegmentInfo info;
+    bool cold;
+    double data_phys;  // physical bytes of one copy of the data
+    double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
+    uint64_t bytes;
+  };
+  std::vector<Seen> raid5, raid10;
+  const auto sealed = volume_.SealedSegments();
+  std::vector<bool> is_sealed(free_mirror_.size(), false);
+  for (const auto& [s, gp] : sealed) is_sealed[s.value] = true;
+  for (size_t i = 0; i < free_mirror_.size(); ++i) {
+    if (!is_sealed[i]) free_mirror_[i] = false;  // freed (and maybe reborn) since
+  }
+  for (const auto& [s, gp] : sealed) {
+    if (busy_[s.value]) continue;
+    if (gp >= options_.gc_skip_gp) {
+      ++stats_.skipped_for_gc;
+      continue;
+    }
+    const SegmentInfo info = array_.segment_info(s);
+    if (!info.sealed) continue;
+    const uint64_t bytes = BlocksToBytes(info.frontier);
+    const double a_usr = info.alpha_usr > 0 ? info.alpha_usr : 1.0;
+    // A RAID10 segment has no parity to measure: parity of data compresses about as the
+    // data does, or worse — so this is the saving's lower bound's friendly estimate.
+    const double a_pty = info.alpha_pty > 0 ? info.alpha_pty : a_usr;
+    const double data_phys = double(bytes) / a_usr;
+    const double delta = data_phys - double(bytes) / (n * a_pty);
+    Seen seen{s, info, hot_.IsCold(s.value), data_phys, delta, bytes};
+    if (info.scheme == SegmentScheme::kRaid5) {
+      // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
+      if (options_.policy != Policy::kRaid5 && info.alpha_usr > 0 && info.alpha_pty > 0 &&
+          info.alpha_usr >= n * info.alpha_pty) {
+        return Candidate{s, SegmentScheme::kRaid10, bytes, true};
+      }
+      raid5.push_back(seen);
+    } else if (info.scheme == SegmentScheme::kRaid10 && !free_mirror_[s.value]) {
+      raid10.push_back(seen);
+    }
+  }
+  switch (options_.policy) {
+    case Policy::kRaid5:
+      if (!raid10.empty()) return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+      return std::nullopt;
+    case Policy::kRaid10:
+      for (const Seen& c : raid5) {
+        if (used + c.delta <= budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+      }
+      return std::nullopt;
+    case Policy::kElastic:
+      break;
+  }
+  // Over budget: cold RAID10 segments go back to RAID5 first, then any.
+  if (used > budget) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const Seen& c : raid10) {
+        if ((pass == 0) == c.cold) return Candidate{c.s, SegmentScheme::kRaid5, c.bytes, false};
+      }
+    }
+    return std::nullopt;
+  }
+  // Under budget: hot RAID5 segments become RAID10 while they fit. One that does not fit
+  // makes room by sending a cold RAID10 segment back to RAID5.
+  for (const Seen& c : raid5) {
+    if (c.cold) continue;
+    if (used + c.delta <= budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+    for (const Seen& victim : raid10) {
+      if (victim.cold) return Candidate{victim.s, SegmentScheme::kRaid5, victim.bytes, false};
+    }
+    break;
+  }
+  // Cold RAID5 segments too, within a share of the budget that leaves room for hot ones.
+  for (const Seen& c : raid5) {
+    if (c.cold && used + c.delta <= kColdShare * budget) {
+      return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+    }
+  }
+  return std::nullopt;
+}
+
+Result<uint32_t> Scheduler::Step() {
+  std::unique_lock lock(decide_mu_);
+  ++stats_.steps;
+  hot_.Advance(options_.hand_steps);
+  Refill();
+  uint32_t done = 0;
+  std::vector<uint32_t> tried;
+  while (done < options_.max_conversions_per_step) {
+    if (stats_.throttle_bytes_per_sec > 0 && tokens_ <= 0) break;
+    lock.unlock();
+    const PhysicalUse use = physical_();
+    lock.lock();
+    for (uint32_t s : tried) busy_[s] = true;  // not again in this step
+    auto c = PickLocked(use);
+    for (uint32_t s : tried) busy_[s] = false;
+    if (!c) break;
+    tried.push_back(c->s.value);
+    busy_[c->s.value] = true;
+    lock.unlock();
+    const uint64_t before = array_.stats().conversion_bytes;
+    Status s = array_.Convert(c->s, c->to);
+    const uint64_t moved = array_.stats().conversion_bytes - before;
+    lock.lock();
+    busy_[c->s.value] = false;
+    if (!s.ok()) {
+      // Freed by GC meanwhile, or no longer sealed: not an error of the scheduler's.
+      if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kBusy) continue;
+      return s;
+    }
+    if (stats_.throttle_bytes_per_sec > 0) tokens_ -= double(c->bytes);
+    stats_.bytes_moved += c->bytes;
+    (void)moved;
+    ++(c->to == SegmentScheme::kRaid10 ? stats_.to_raid10 : stats_.to_raid5);
+    if (c->autonomous) {
+      ++stats_.autonomous;
+      free_mirror_[c->s.value] = true;
+    }
+    ++done;
+  }
+  return done;
+}
+
+void Scheduler::set_rate(uint64_t bytes_per_sec) {
+  std::lock_guard lock(decide_mu_);
+  Refill();
+  stats_.throttle_bytes_per_sec = bytes_per_sec;
+  tokens_ = std::min(tokens_, 0.0);
+}
+
+void Scheduler::Start() {
+  stop_ = false;
+  for (uint32_t w = 0; w < std::max(1u, options_.workers); ++w) {
+    workers_.emplace_back([this] {
+      while (!stop_) {
+        auto r = Step();
+        double wait_ms = double(options_.idle_sleep_ms);
+        if (r.ok() && *r > 0) wait_ms = 0;
+        {
+          std::lock_guard lock(decide_mu_);
+          const uint64_t rate = stats_.throttle_bytes_per_sec;
+          if (rate > 0 && tokens_ <= 0) wait_ms = std::max(1.0, -tokens_ / double(rate) * 1e3);
+        }
+        if (wait_ms > 0) {
+          std::unique_lock lock(wake_mu_);
+          wake_cv_.wait_for(lock, std::chrono::duration<double, std::milli>(wait_ms), [&] { return stop_.load(); });
+        }
+      }
+    });
+  }
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stop_ = true;
+  }
+  wake_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(decide_mu_);
+  SchedulerStats s = stats_;
+  s.born_raid10 = born_raid10_;
+  s.born_raid5 = born_raid5_;
+  return s;
+}
+
+}  // namespace eraid

@@ -1,0 +1,131 @@
+// The conversion scheduler: the elastic in elastic RAID. It moves sealed segments between
+// RAID5 and RAID10 by compressibility and hotness, under a physical-capacity budget, in the
+// background and throttled (docs/scheduler.md).
+//
+//   - Hotness: second chance over segments (hotness.h); the volume tells it of reads and
+//     invalidations (it is the volume's VolumeListener).
+//   - Compressibility: α_usr and α_pty of each segment, from the drives. The autonomous
+//     rule: a RAID5 segment with α_usr >= n·α_pty costs no more as RAID10: convert it.
+//   - Budget: physical use stays under β of the drives' flash. Hot RAID5 segments become
+//     RAID10 while the budget allows; cold RAID10 segments become RAID5 when it is
+//     exceeded; segments whose garbage proportion says GC will reclaim them soon are left
+//     alone; new segments are born RAID10 only with room to spare.
+//   - Throttle: a token bucket of bytes per second over the user bytes converted.
+//   - Policies for comparisons: elastic (all of the above), raid5 (everything RAID5),
+//     raid10 (RAID10 wherever the budget allows, hot or not).
+//
+// Step() is the unit of work and takes the clock it was given, so tests drive time by
+// hand; Start() runs `workers` threads that call it.
+//
+// Thread-safety: the VolumeListener methods and stats() from any thread; Step() from any
+// thread (steps serialise on the scheduler's decision lock).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "log/volume.h"
+#include "raid/array.h"
+#include "scheduler/hotness.h"
+
+namespace eraid {
+
+enum class Policy { kElastic, kRaid5, kRaid10 };
+const char* PolicyName(Policy p);
+Result<Policy> ParsePolicy(const std::string& name);
+
+struct SchedulerOptions {
+  Policy policy = Policy::kElastic;
+  double beta = 0.9;                // physical use target, as a fraction of the drives' flash
+  uint64_t rate_bytes_per_sec = 0;  // user bytes converted per second; 0 = unthrottled
+  uint32_t workers = 1;             // background threads (Start)
+  double gc_skip_gp = 0.5;          // segments with at least this garbage proportion are GC's
+  uint32_t hand_steps = 32;         // CLOCK hand advance per step
+  uint32_t max_conversions_per_step = 8;
+  uint64_t idle_sleep_ms = 50;      // background: pause when a step found nothing to do
+};
+
+// Physical bytes in use and available on the drives (the budget's base).
+struct PhysicalUse {
+  uint64_t used_bytes = 0;
+  uint64_t flash_bytes = 0;
+};
+
+struct SchedulerStats {
+  uint64_t steps = 0;
+  uint64_t to_raid10 = 0, to_raid5 = 0;   // conversions this scheduler made
+  uint64_t autonomous = 0;                // of to_raid10: free by the autonomous rule
+  uint64_t bytes_moved = 0;               // user bytes of the converted segments
+  uint64_t skipped_for_gc = 0;            // candidates left to GC
+  uint64_t born_raid10 = 0, born_raid5 = 0;
+  double budget_use = 0;                  // physical use / (β · flash), last seen
+  uint64_t throttle_bytes_per_sec = 0;
+};
+
+class Scheduler final : public VolumeListener {
+ public:
+  // Listens to `volume` (SetListener) from construction until destruction.
+  Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
+            const SchedulerOptions& options, const Clock& clock = SystemClock::Default());
+  ~Scheduler() override;
+
+  void OnSegmentRead(SegmentId s) override { hot_.Touch(s.value); }
+  void OnBlockInvalidated(SegmentId s) override { hot_.Touch(s.value); }
+  SegmentScheme SchemeForNewSegment() override;
+  // True when physical use is over β, and then until it is 2% of the flash below it.
+  bool SpacePressure() override;
+
+  // One scheduling step: advances the hand, then converts what the policy asks for, as
+  // far as the throttle's tokens allow. Returns how many segments it converted.
+  Result<uint32_t> Step();
+  // Background workers; Stop() waits for them (a conversion in progress completes).
+  void Start();
+  void Stop();
+  void set_rate(uint64_t bytes_per_sec);
+
+  SchedulerStats stats() const;
+  const ClockHotness& hotness() const { return hot_; }
+
+ private:
+  struct Candidate {
+    SegmentId s;
+    SegmentScheme to;
+    uint64_t bytes;
+    bool autonomous;
+  };
+  // Under decide_mu_: the next conversion, if any.
+  std::optional<Candidate> PickLocked(const PhysicalUse& use);
+  void Refill();
+
+  ElasticArray& array_;
+  Volume& volume_;
+  std::function<PhysicalUse()> physical_;
+  SchedulerOptions options_;
+  const Clock& clock_;
+  ClockHotness hot_;
+
+  mutable std::mutex decide_mu_;
+  std::vector<bool> busy_;       // segments a worker is converting now
+  std::vector<bool> free_mirror_;  // made RAID10 by the autonomous rule: never demoted for space
+  double tokens_ = 0;            // bytes the throttle lets through now (may go negative)
+  uint64_t last_refill_ns_ = 0;
+  SchedulerStats stats_;
+
+  // Counted outside decide_mu_: births happen under the volume's lock, and a step holds
+  // decide_mu_ while it asks the volume for its segments (lock order: decide_mu_, volume).
+  std::atomic<uint64_t> born_raid10_{0}, born_raid5_{0};
+  std::atomic<bool> over_budget_{false};  // last seen physical use > β · flash
+  std::atomic<bool> stop_{false};
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace eraid
