@@ -161,6 +161,25 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                          .Int("repairs", as.repairs)
                          .Int("data_loss", as.data_loss))
       .Arr("devices", devices);
+  const SchedulerOptions& so = a.scheduler_options();
+  const PhysicalUse use = a.Physical();
+  const double budget_use = so.beta > 0 && use.flash_bytes ? double(use.used_bytes) / (so.beta * double(use.flash_bytes)) : 0;
+  Json sched;
+  sched.Str("policy", PolicyName(so.policy)).Num("beta", so.beta).Num("budget_use", budget_use)
+      .Int("throttle_bytes_per_sec", so.rate_bytes_per_sec).Bool("running", a.scheduler() != nullptr);
+  std::string sched_text = "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
+                           " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
+                           (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
+  if (Scheduler* sc = a.scheduler()) {
+    const SchedulerStats ss = sc->stats();
+    sched.Int("to_raid10", ss.to_raid10).Int("to_raid5", ss.to_raid5).Int("autonomous", ss.autonomous)
+        .Int("bytes_moved", ss.bytes_moved).Int("born_raid10", ss.born_raid10).Int("born_raid5", ss.born_raid5);
+    sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" + std::to_string(ss.autonomous) +
+                  " free), " + std::to_string(ss.to_raid5) + " to RAID5, " + Mib(ss.bytes_moved) + " moved";
+  } else {
+    sched_text += " (runs while served)";
+  }
+  j.Obj("scheduler", sched);
   std::string rebuild_text;
   if (state.rebuilding_device >= 0) {
     j.Obj("rebuild", Json()
@@ -188,7 +207,7 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
        " CRC mismatches, " + std::to_string(as.repairs) + " repaired, " + std::to_string(as.data_loss) + " lost\n";
-  t += rebuild_text + "devices:\n" + dev_text;
+  t += sched_text + "\n" + rebuild_text + "devices:\n" + dev_text;
   return {0, t};
 }
 

@@ -151,11 +151,15 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"placement", o.volume.placement},
       {"gp", std::to_string(o.volume.gp_threshold)},
       {"gc", o.volume.gc_when == GcTrigger::kFreeSpace ? "free-space" : "gp"},
+      {"policy", PolicyName(o.scheduler.policy)},
+      {"beta", std::to_string(o.scheduler.beta)},
+      {"convert_rate", std::to_string(o.scheduler.rate_bytes_per_sec)},
       {"scheme", raid_format::SchemeName(o.volume.scheme)}};
   if (!o.device_paths.empty()) {
     for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
   }
   a->manifest_ = kv;
+  a->scheduler_options_ = o.scheduler;
   ERAID_RETURN_IF_ERROR(a->WriteManifestFile());
   created.keep = true;
   return a;
@@ -188,10 +192,23 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   vo.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace : GcTrigger::kGarbageProportion;
   vo.gp_threshold = gp;
   vo.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+  SchedulerOptions so;  // absent in manifests from before the scheduler: its defaults
+  if (kv.count("policy")) {
+    auto p = ParsePolicy(kv["policy"]);
+    if (!p.ok()) return Status::Corruption(dir + "/" + kManifest + ": " + p.status().message());
+    so.policy = *p;
+  }
+  try {
+    if (kv.count("beta")) so.beta = std::stod(kv["beta"]);
+    if (kv.count("convert_rate")) so.rate_bytes_per_sec = std::stoull(kv["convert_rate"]);
+  } catch (...) {
+    return Status::Corruption(dir + "/" + kManifest + ": bad beta or convert_rate");
+  }
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->manifest_ = kv;
+  a->scheduler_options_ = so;
   a->drive_options_ = drive;
   std::vector<Backend*> devs;
   for (uint32_t i = 0; i < devices; ++i) {
@@ -208,13 +225,31 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   return a;
 }
 
+PhysicalUse ArrayDir::Physical() const {
+  PhysicalUse u;
+  for (const auto& d : drives_) {
+    const DriveStats s = d->stats();
+    u.used_bytes += s.live_bytes;
+    u.flash_bytes += s.usable_bytes;
+  }
+  return u;
+}
+
+void ArrayDir::StartScheduler() {
+  if (scheduler_) return;
+  scheduler_ = std::make_unique<Scheduler>(*array_, *volume_, [this] { return Physical(); }, scheduler_options_);
+  scheduler_->Start();
+}
+
 Status ArrayDir::Close() {
+  scheduler_.reset();  // stops its workers; a conversion in progress completes
   if (volume_) ERAID_RETURN_IF_ERROR(volume_->Flush());
   for (auto& d : drives_) ERAID_RETURN_IF_ERROR(d->Close());
   return Status::Ok();
 }
 
 ArrayDir::~ArrayDir() {
+  scheduler_.reset();
   volume_.reset();
   array_.reset();
   drives_.clear();

@@ -19,6 +19,7 @@
 #include "compress/file_backend.h"
 #include "log/volume.h"
 #include "raid/array.h"
+#include "scheduler/scheduler.h"
 
 namespace eraid {
 
@@ -31,6 +32,7 @@ struct ArrayDirOptions {
   DriveOptions drive;
   ArrayOptions array;
   VolumeOptions volume;
+  SchedulerOptions scheduler;  // policy, beta and rate are kept in the manifest
 };
 
 class ArrayDir {
@@ -54,6 +56,12 @@ class ArrayDir {
   const std::vector<std::unique_ptr<CompressedDrive>>& drives() const { return drives_; }
   // Checkpoints every drive (so the next open replays nothing). Call before exit.
   Status Close();
+  // Starts the conversion scheduler's background workers (the server does; offline
+  // commands do not). Stopped by Close().
+  void StartScheduler();
+  Scheduler* scheduler() { return scheduler_.get(); }
+  const SchedulerOptions& scheduler_options() const { return scheduler_options_; }
+  PhysicalUse Physical() const;
 
  private:
   ArrayDir() = default;
@@ -69,6 +77,8 @@ class ArrayDir {
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;
   std::unique_ptr<Volume> volume_;
+  SchedulerOptions scheduler_options_;
+  std::unique_ptr<Scheduler> scheduler_;
 };
 
 // Parses "256M", "1G", "4096" (bytes; K, M, G, T are powers of 1024).

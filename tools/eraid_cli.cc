@@ -86,7 +86,8 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
 
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
-  std::string placement = "sepbit", gc = "free-space";
+  std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
+  double beta = 0.9;
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
@@ -103,6 +104,9 @@ int Create(int argc, char** argv) {
       ("compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")
       ("flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")
       ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip")
+      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10")
+      ("beta", po::value(&beta)->default_value(beta), "physical use target, a fraction of the flash (0.1..1)")
+      ("convert-rate", po::value(&convert_rate)->default_value(convert_rate), "background conversion limit, bytes/s (0 = none)")
       ("gc", po::value(&gc)->default_value(gc), "when the log collects: free-space (when free segments run low) | gp (whenever garbage > 15%, as the SepBIT paper)")
       ("force", po::bool_switch(&force), "overwrite an existing array");
   po::variables_map vm;
@@ -125,6 +129,14 @@ int Create(int argc, char** argv) {
     return Die("create", Status::InvalidArgument("--flashalloc must be on or off"), 2);
   }
   if (gc != "free-space" && gc != "gp") return Die("create", Status::InvalidArgument("--gc must be free-space or gp"), 2);
+  auto pol = ParsePolicy(policy);
+  if (!pol.ok()) return Die("create", pol.status(), 2);
+  if (!(beta >= 0.1 && beta <= 1.0)) return Die("create", Status::InvalidArgument("--beta must be 0.1..1"), 2);
+  auto rate = ParseSize(convert_rate);
+  if (!rate.ok()) return Die("create", Status::InvalidArgument("--convert-rate: " + rate.status().message()), 2);
+  o.scheduler.policy = *pol;
+  o.scheduler.beta = beta;
+  o.scheduler.rate_bytes_per_sec = *rate;
   if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) || (*chunk_bytes & (*chunk_bytes - 1)) != 0 ||
       *chunk_bytes > (1u << 20)) {
     return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"), 2);

@@ -33,6 +33,9 @@ expect_fail create "expansion" create --dir "$A" --expansion 0.5
 expect_fail create "zstd\|compression" create --dir "$A" --compression lz4
 expect_fail create "flashalloc" create --dir "$A" --flashalloc maybe
 expect_fail create "gc must" create --dir "$A" --gc sometimes
+expect_fail create "policy must" create --dir "$A" --policy raid6
+expect_fail create "beta" create --dir "$A" --beta 1.5
+expect_fail create "convert-rate" create --dir "$A" --convert-rate fast
 expect_fail create "placement\|fk\|unknown" create --dir "$A" --placement fk
 expect_fail create "invalid\|devices" create --dir "$A" --devices x
 expect_fail create "device paths" create --dir "$A" --devices 4 --device "$WORK/x0" --device "$WORK/x1"
