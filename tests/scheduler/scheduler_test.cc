@@ -11,10 +11,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 
 #include "common/data_gen.h"
 #include "compress/compressed_drive.h"
+#include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 
 namespace eraid {
@@ -287,6 +290,112 @@ TEST(SchedulerTest, BackgroundWorkersConvertWhileWritesGoOn) {
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->unrepairable, 0u);
   EXPECT_EQ(rep->crc_mismatches + rep->parity_mismatches + rep->mirror_mismatches, 0u);
+}
+
+}  // namespace
+}  // namespace eraid
+
+namespace eraid {
+namespace {
+
+// Power cuts (all devices at once, at a random device operation) while the scheduler
+// converts segments between writes: after each cut the array and the volume reopen from
+// the devices alone, and every block holds its value at the last completed flush or one
+// written after it.
+TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
+  const char* env = std::getenv("ERAID_SCHEDULER_CRASH_SEEDS");
+  const int seeds = env ? std::atoi(env) : 8;
+  const uint64_t base = std::random_device{}();
+  uint64_t cuts = 0, conversions = 0, cuts_in_steps = 0;
+  for (int k = 0; k < seeds; ++k) {
+    const uint64_t seed = base + static_cast<uint64_t>(k);
+    std::printf("seed=%llu\n", (unsigned long long)seed);
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    PowerDomain power;
+    std::vector<std::unique_ptr<MemBackend>> media;
+    std::vector<std::unique_ptr<FaultyBackend>> devs;
+    std::vector<Backend*> ptrs;
+    for (int d = 0; d < 4; ++d) {
+      media.push_back(std::make_unique<MemBackend>(4096));
+      devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
+      devs.back()->JoinPowerDomain(&power);
+      ptrs.push_back(devs.back().get());
+    }
+    ArrayOptions ao;
+    ao.chunk_blocks = 4;
+    ao.rows_per_slot = 4;
+    auto array = std::move(ElasticArray::Create(ptrs, ao)).value();
+    auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
+    const uint64_t span = volume->capacity_blocks() / 2;
+    std::map<uint64_t, Block> durable;
+    std::map<uint64_t, std::vector<Block>> since;
+    SchedulerOptions so;
+    so.beta = 1.0;
+    // The budget is measured in device blocks: memory devices store blocks uncompressed.
+    auto physical = [&] {
+      PhysicalUse u;
+      u.flash_bytes = BlocksToBytes(4 * 4096);
+      const ArrayStats st = array->stats();
+      u.used_bytes = BlocksToBytes(st.user_blocks) * 2;
+      return u;
+    };
+    for (int cut = 0; cut < 3; ++cut) {
+      so.policy = (cut + k) % 2 ? Policy::kRaid5 : Policy::kRaid10;  // conversions both ways
+      auto sched = std::make_unique<Scheduler>(*array, *volume, physical, so);
+      power.CrashAfterOps(500 + rng() % 6000, rng());
+      Block b(kBlockSize);
+      for (int op = 0; op < 4000 && !power.cut(); ++op) {
+        if (op % 20 == 0) {
+          auto r = sched->Step();
+          if (r.ok()) conversions += *r;
+          if (power.cut()) ++cuts_in_steps;
+          continue;
+        }
+        if (op % 50 == 0) {
+          if (volume->Flush().ok()) {
+            for (auto& [lba, vals] : since) durable[lba] = vals.back();
+            since.clear();
+          }
+          continue;
+        }
+        const uint64_t lba = rng() % span;
+        FillBlockWithCompressibility(b, 50, rng);
+        since[lba].push_back(b);
+        if (!volume->Write(lba, b).ok()) break;
+      }
+      sched.reset();
+      volume.reset();
+      array.reset();
+      for (auto& d : devs) {
+        if (!d->crashed()) d->Crash(rng());
+      }
+      power.Disarm();
+      for (auto& d : devs) d->Restart();
+      ++cuts;
+      auto a = ElasticArray::Open(ptrs);
+      ASSERT_TRUE(a.ok()) << a.status().ToString();
+      array = std::move(a).value();
+      auto v = Volume::Open(*array, VolumeOptions{});
+      ASSERT_TRUE(v.ok()) << v.status().ToString();
+      volume = std::move(v).value();
+      Block back(kBlockSize);
+      for (uint64_t lba = 0; lba < span; ++lba) {
+        ASSERT_TRUE(volume->Read(lba, back).ok()) << lba;
+        auto d = durable.find(lba);
+        const Block want = d == durable.end() ? Block(kBlockSize) : d->second;
+        bool ok = back == want;
+        auto s = since.find(lba);
+        if (!ok && s != since.end()) ok = std::find(s->second.begin(), s->second.end(), back) != s->second.end();
+        ASSERT_TRUE(ok) << "lba " << lba << " holds a value it never had since its last flush";
+        durable[lba] = back;
+      }
+      since.clear();
+    }
+  }
+  std::printf("power_cuts=%llu of_them_inside_scheduler_steps=%llu conversions=%llu\n", (unsigned long long)cuts,
+              (unsigned long long)cuts_in_steps, (unsigned long long)conversions);
+  EXPECT_GT(conversions, 0u);
 }
 
 }  // namespace
