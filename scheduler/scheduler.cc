@@ -21,6 +21,16 @@ Result<Policy> ParsePolicy(const std::string& name) {
   return Status::InvalidArgument("policy must be elastic, raid5 or raid10, not '" + name + "'");
 }
 
+PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives) {
+  PhysicalUse u;
+  for (const auto& d : drives) {
+    const DriveStats s = d->stats();
+    u.used_bytes += s.live_bytes;
+    u.flash_bytes += s.usable_bytes;
+  }
+  return u;
+}
+
 namespace {
 // Cold segments fill at most this share of the budget: the rest is kept for hot ones.
 constexpr double kColdShare = 0.9;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "compress/compressed_drive.h"
 #include "log/volume.h"
 #include "raid/array.h"
 #include "scheduler/hotness.h"
@@ -57,6 +58,9 @@ struct PhysicalUse {
   uint64_t used_bytes = 0;
   uint64_t flash_bytes = 0;
 };
+
+// The sum over the drives of an array: what the budget is measured against.
+PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives);
 
 struct SchedulerStats {
   uint64_t steps = 0;

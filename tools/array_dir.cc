@@ -225,15 +225,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   return a;
 }
 
-PhysicalUse ArrayDir::Physical() const {
-  PhysicalUse u;
-  for (const auto& d : drives_) {
-    const DriveStats s = d->stats();
-    u.used_bytes += s.live_bytes;
-    u.flash_bytes += s.usable_bytes;
-  }
-  return u;
-}
+PhysicalUse ArrayDir::Physical() const { return DrivesPhysicalUse(drives_); }
 
 void ArrayDir::StartScheduler() {
   if (scheduler_) return;

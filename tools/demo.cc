@@ -16,6 +16,7 @@
 #include "tools/admin.h"
 #include "tools/array_dir.h"
 #include "tools/fio_runner.h"
+#include "tools/options.h"
 #include "tools/progress.h"
 #include "tools/serve.h"
 
@@ -62,17 +63,7 @@ int RunDemo(int argc, char** argv) {
       ("keep", po::bool_switch(&keep), "keep the array afterwards")
       ("fio", po::value(&fio)->default_value(fio), "the fio binary");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "eraid demo: " << e.what() << " (see eraid demo --help)\n";
-    return 2;
-  }
+  if (int rc = ParseOptions("eraid demo", desc, argc, argv, &vm); rc >= 0) return rc;
   if (quick) {
     if (vm["device-size"].defaulted()) device_size = "128M";
     if (size.empty()) size = "64M";

@@ -16,6 +16,7 @@
 #include "tools/admin.h"
 #include "tools/array_dir.h"
 #include "tools/demo.h"
+#include "tools/options.h"
 #include "tools/progress.h"
 #include "tools/serve.h"
 
@@ -42,18 +43,7 @@ int Usage(std::ostream& out, int rc) {
 
 // Parses a subcommand's options. Returns -1 to go on, else the exit code.
 int Parse(const std::string& name, po::options_description& desc, int argc, char** argv, po::variables_map* vm) {
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), *vm);
-    if (vm->count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(*vm);
-  } catch (const po::error& e) {
-    std::cerr << "eraid " << name << ": " << e.what() << " (see eraid " << name << " --help)\n";
-    return 2;
-  }
-  return -1;
+  return ParseOptions("eraid " + name, desc, argc, argv, vm);
 }
 
 int Die(const std::string& name, const Status& s, int rc = 1) {

@@ -79,15 +79,7 @@ struct Stack {
     array = std::move(ElasticArray::Create(devs, ao, clock)).value();
     volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
   }
-  PhysicalUse Physical() const {
-    PhysicalUse u;
-    for (const auto& d : drives) {
-      const DriveStats s = d->stats();
-      u.used_bytes += s.live_bytes;
-      u.flash_bytes += s.usable_bytes;
-    }
-    return u;
-  }
+  PhysicalUse Physical() const { return DrivesPhysicalUse(drives); }
   void StartScheduler(SchedulerOptions o) {
     scheduler = std::make_unique<Scheduler>(*array, *volume, [this] { return Physical(); }, o, clock);
   }

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
@@ -114,12 +115,6 @@ done
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
 else
-  DOC=$ROOT/docs/benchmarks.md
-  [ -f "$DOC" ] || printf '# Benchmarks\n\n<!-- drive-bench:begin -->\n<!-- drive-bench:end -->\n' > "$DOC"
-  awk -v sec="$OUT" '
-    /<!-- drive-bench:begin -->/ {print; while ((getline l < sec) > 0) print l; skip=1; next}
-    /<!-- drive-bench:end -->/ {skip=0}
-    !skip {print}' "$DOC" > "$WORK/doc" && cp "$WORK/doc" "$DOC"
+  write_section drive-bench "$OUT"
   cat "$OUT"
-  log "wrote $DOC"
 fi

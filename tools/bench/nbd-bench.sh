@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
 RUNTIME=20
@@ -104,12 +105,5 @@ OUT=$WORK/section.md
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
 else
-  DOC=$ROOT/docs/benchmarks.md
-  grep -q "nbd-bench:begin" "$DOC" || printf '\n<!-- nbd-bench:begin -->\n<!-- nbd-bench:end -->\n' >> "$DOC"
-  awk -v sec="$OUT" '
-    /<!-- nbd-bench:begin -->/ {print; while ((getline l < sec) > 0) print l; skip=1; next}
-    /<!-- nbd-bench:end -->/ {skip=0}
-    !skip {print}' "$DOC" > "$OUT.doc" && mv "$OUT.doc" "$DOC"
-  cat "$OUT"
-  echo "nbd-bench: wrote $DOC" >&2
+  write_section nbd-bench "$OUT"
 fi

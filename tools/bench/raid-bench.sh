@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
@@ -60,12 +61,5 @@ CF=$("$BENCH" convert --backend file --segments "$SEGS" --dir "$TMPBASE")
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
 else
-  DOC=$ROOT/docs/benchmarks.md
-  grep -q "raid-bench:begin" "$DOC" || printf '\n<!-- raid-bench:begin -->\n<!-- raid-bench:end -->\n' >> "$DOC"
-  awk -v sec="$OUT" '
-    /<!-- raid-bench:begin -->/ {print; while ((getline l < sec) > 0) print l; skip=1; next}
-    /<!-- raid-bench:end -->/ {skip=0}
-    !skip {print}' "$DOC" > "$OUT.doc" && mv "$OUT.doc" "$DOC"
-  cat "$OUT"
-  echo "raid-bench: wrote $DOC" >&2
+  write_section raid-bench "$OUT"
 fi

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
 OUTDIR=""
@@ -64,12 +65,5 @@ OUT=$WORK/section.md
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
 else
-  DOC=$ROOT/docs/benchmarks.md
-  grep -q "sched-bench:begin" "$DOC" || printf '\n<!-- sched-bench:begin -->\n<!-- sched-bench:end -->\n' >> "$DOC"
-  awk -v sec="$OUT" '
-    /<!-- sched-bench:begin -->/ {print; while ((getline l < sec) > 0) print l; skip=1; next}
-    /<!-- sched-bench:end -->/ {skip=0}
-    !skip {print}' "$DOC" > "$OUT.doc" && mv "$OUT.doc" "$DOC"
-  cat "$OUT"
-  echo "sched-bench: wrote $DOC" >&2
+  write_section sched-bench "$OUT"
 fi

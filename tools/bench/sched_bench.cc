@@ -12,6 +12,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/mem_backend.h"
 #include "scheduler/scheduler.h"
+#include "tools/options.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool
@@ -41,15 +42,7 @@ Result<Point> Run(uint32_t pct, double expansion, double beta, uint64_t flash_bl
   ao.rows_per_slot = 4;
   ERAID_ASSIGN_OR_RETURN(auto array, ElasticArray::Create(devs, ao));
   ERAID_ASSIGN_OR_RETURN(auto volume, Volume::Create(*array, VolumeOptions{}));
-  auto physical = [&] {
-    PhysicalUse u;
-    for (const auto& dr : drives) {
-      const DriveStats s = dr->stats();
-      u.used_bytes += s.live_bytes;
-      u.flash_bytes += s.usable_bytes;
-    }
-    return u;
-  };
+  auto physical = [&] { return DrivesPhysicalUse(drives); };
   SchedulerOptions so;
   so.beta = beta;
   Scheduler sched(*array, *volume, physical, so);
@@ -103,17 +96,7 @@ int main(int argc, char** argv) {
       ("beta", po::value(&betas)->default_value(betas), "physical-use budgets")
       ("flash-blocks", po::value(&flash_blocks)->default_value(flash_blocks), "4 KiB flash blocks per drive");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "eraid-sched-bench: " << e.what() << "\n";
-    return 2;
-  }
+  if (int rc = ParseOptions("eraid-sched-bench", desc, argc, argv, &vm); rc >= 0) return rc;
   auto list = [](const std::string& s) {
     std::vector<double> v;
     size_t at = 0;
