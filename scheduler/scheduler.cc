@@ -72,13 +72,16 @@ SegmentScheme Scheduler::SchemeForNewSegment() {
 }
 
 bool Scheduler::SpacePressure() {
-  // After every write (a look at the drives' counters, ~1 us); once exceeded, the log
-  // collects until use is 2% of the flash below the budget, so it does not collect again
-  // after every single write.
+  // Near or over the budget the drives' counters are read after every write (~1 us);
+  // with more than 5% of the flash to spare, every 64th write is enough. Once exceeded,
+  // the log collects until use is 2% of the flash below the budget, so it does not collect
+  // again after every single write.
+  if (!over_budget_ && far_from_budget_ && ++pressure_calls_ % 64 != 0) return false;
   const PhysicalUse use = physical_();
   const double budget = options_.beta * double(use.flash_bytes);
   const double used = double(use.used_bytes);
   over_budget_ = over_budget_ ? used > budget - 0.02 * double(use.flash_bytes) : used > budget;
+  far_from_budget_ = used < budget - 0.05 * double(use.flash_bytes);
   return over_budget_;
 }
 

@@ -84,6 +84,7 @@ class Scheduler final : public VolumeListener {
   void OnBlockInvalidated(SegmentId s) override { hot_.Touch(s.value); }
   SegmentScheme SchemeForNewSegment() override;
   // True when physical use is over β, and then until it is 2% of the flash below it.
+  // Called by the volume after every write.
   bool SpacePressure() override;
 
   // One scheduling step: advances the hand, then converts what the policy asks for, as
@@ -126,6 +127,9 @@ class Scheduler final : public VolumeListener {
   // decide_mu_ while it asks the volume for its segments (lock order: decide_mu_, volume).
   std::atomic<uint64_t> born_raid10_{0}, born_raid5_{0};
   std::atomic<bool> over_budget_{false};  // last seen physical use > β · flash
+  // SpacePressure's own state (it runs under the volume's exclusive lock).
+  bool far_from_budget_ = false;
+  uint64_t pressure_calls_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
