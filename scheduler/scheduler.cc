@@ -10,6 +10,7 @@ const char* PolicyName(Policy p) {
     case Policy::kElastic: return "elastic";
     case Policy::kRaid5: return "raid5";
     case Policy::kRaid10: return "raid10";
+    case Policy::kManual: return "manual";
   }
   return "?";
 }
@@ -18,7 +19,8 @@ Result<Policy> ParsePolicy(const std::string& name) {
   if (name == "elastic") return Policy::kElastic;
   if (name == "raid5") return Policy::kRaid5;
   if (name == "raid10") return Policy::kRaid10;
-  return Status::InvalidArgument("policy must be elastic, raid5 or raid10, not '" + name + "'");
+  if (name == "manual") return Policy::kManual;
+  return Status::InvalidArgument("policy must be elastic, raid5, raid10 or manual, not '" + name + "'");
 }
 
 PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives) {
@@ -58,7 +60,7 @@ Scheduler::~Scheduler() {
 
 SegmentScheme Scheduler::SchemeForNewSegment() {
   SegmentScheme s = SegmentScheme::kRaid5;
-  if (options_.policy != Policy::kRaid5) {
+  if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual) {
     // Born RAID10 only with room for the worst case (incompressible, mirrored) to spare.
     const PhysicalUse use = physical_();
     const double budget = options_.beta * double(use.flash_bytes);
@@ -138,7 +140,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     Seen seen{s, info, hot_.IsCold(s.value), data_phys, delta, bytes};
     if (info.scheme == SegmentScheme::kRaid5) {
       // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
-      if (options_.policy != Policy::kRaid5 && info.alpha_usr > 0 && info.alpha_pty > 0 &&
+      if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual && info.alpha_usr > 0 && info.alpha_pty > 0 &&
           info.alpha_usr >= n * info.alpha_pty) {
         return Candidate{s, SegmentScheme::kRaid10, bytes, true};
       }
@@ -148,6 +150,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     }
   }
   switch (options_.policy) {
+    case Policy::kManual:
+      return std::nullopt;
     case Policy::kRaid5:
       if (!raid10.empty()) return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
       return std::nullopt;

@@ -12,7 +12,9 @@
 //     alone; new segments are born RAID10 only with room to spare.
 //   - Throttle: a token bucket of bytes per second over the user bytes converted.
 //   - Policies for comparisons: elastic (all of the above), raid5 (everything RAID5),
-//     raid10 (RAID10 wherever the budget allows, hot or not).
+//     raid10 (RAID10 wherever the budget allows, hot or not), manual (the scheduler converts
+//     nothing and new segments are RAID5; only `eraid convert` converts — for experiments
+//     that drive conversion themselves).
 //
 // Step() is the unit of work and takes the clock it was given, so tests drive time by
 // hand; Start() runs `workers` threads that call it.
@@ -38,7 +40,7 @@
 
 namespace eraid {
 
-enum class Policy { kElastic, kRaid5, kRaid10 };
+enum class Policy { kElastic, kRaid5, kRaid10, kManual };
 const char* PolicyName(Policy p);
 Result<Policy> ParsePolicy(const std::string& name);
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace eraid {
 
@@ -347,7 +348,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     if (rep.unrepairable > 0) reply.rc = 1;
     return reply;
   }
-  if (verb == "convert" && words.size() == 3) {
+  if (verb == "convert" && (words.size() == 3 || words.size() == 4)) {
     SegmentScheme to;
     if (words[1] == "raid5") to = SegmentScheme::kRaid5;
     else if (words[1] == "raid10") to = SegmentScheme::kRaid10;
@@ -362,20 +363,46 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       const SegmentInfo si = a.array().segment_info(SegmentId(first));
       if (!si.sealed) return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
     }
+    uint64_t rate = 0;
+    if (words.size() == 4) {
+      auto r = ParseSize(words[3]);
+      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
+      rate = *r;
+    }
+    // Paced over the user bytes converted: before each segment, wait until the bytes so
+    // far are due at `rate` (the scheduler's throttle counts the same bytes).
+    const auto start = std::chrono::steady_clock::now();
     uint32_t converted = 0, skipped = 0;
+    uint64_t bytes = 0;
     for (uint32_t i = first; i < last; ++i) {
       const SegmentInfo si = a.array().segment_info(SegmentId(i));
       if (si.sealed && si.scheme != to) {
+        if (rate > 0) {
+          std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                    std::chrono::duration<double>(double(bytes) / double(rate))));
+        }
         Status s = a.array().Convert(SegmentId(i), to);
-        if (s.ok()) ++converted;
-        else if (last - first == 1) return Error(1, s.ToString());
-        else ++skipped;  // freed by GC meanwhile
+        if (s.ok()) {
+          ++converted;
+          bytes += BlocksToBytes(si.frontier);
+        } else if (last - first == 1) {
+          return Error(1, s.ToString());
+        } else {
+          ++skipped;  // freed by GC meanwhile
+        }
       }
       if (progress) progress(double(i - first + 1) / double(last - first));
     }
-    return done("converted " + std::to_string(converted) + " segments to " + words[1] +
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " + words[1] +
+                    " in " + Fixed(secs, 2) + " s" +
                     (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : ""),
-                Json().Int("converted", converted).Int("skipped", skipped).Str("to", words[1]));
+                Json()
+                    .Int("converted", converted)
+                    .Int("skipped", skipped)
+                    .Str("to", words[1])
+                    .Int("bytes", bytes)
+                    .Num("seconds", secs));
   }
   return Error(2, "unknown or malformed admin command '" + verb + "' (" + std::to_string(words.size()) + " words)");
 }

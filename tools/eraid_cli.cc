@@ -94,7 +94,7 @@ int Create(int argc, char** argv) {
       ("compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")
       ("flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")
       ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip")
-      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10")
+      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
       ("beta", po::value(&beta)->default_value(beta), "physical use target, a fraction of the flash (0.1..1)")
       ("convert-rate", po::value(&convert_rate)->default_value(convert_rate), "background conversion limit, bytes/s (0 = none)")
       ("gc", po::value(&gc)->default_value(gc), "when the log collects: free-space (when free segments run low) | gp (whenever garbage > 15%, as the SepBIT paper)")
@@ -255,7 +255,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
   if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
   if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
-  if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S]\nConverts one sealed segment, or all of them.";
+  if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one sealed segment, or all of them (paced to --rate user bytes per second).";
   if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json]\nDumps the superblock, the bitmap and the segment table.";
   po::options_description desc(synopsis + "\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
@@ -267,7 +267,8 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   }
   if (name == "convert") {
     desc.add_options()("to", po::value(&to)->required(), "raid5 | raid10")
-        ("segment", po::value(&segment)->default_value(segment), "a segment index, or all");
+        ("segment", po::value(&segment)->default_value(segment), "a segment index, or all")
+        ("rate", po::value(&rate)->default_value(rate), "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
   }
   po::variables_map vm;
   if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
@@ -283,6 +284,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   if (name == "convert") {
     words.push_back(to);
     words.push_back(segment);
+    words.push_back(rate);
   }
   return Admin(name, dir, words, json, name == "replace" || name == "convert");
 }

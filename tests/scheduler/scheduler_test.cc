@@ -233,7 +233,7 @@ TEST(SchedulerTest, ThrottleHoldsWithinTenPercent) {
   EXPECT_NEAR(double(s.bytes_moved), expected, 0.1 * expected);
 }
 
-TEST(SchedulerTest, PoliciesRaid5AndRaid10) {
+TEST(SchedulerTest, PoliciesRaid5Raid10AndManual) {
   Stack st;
   const uint64_t cap = st.volume->capacity_blocks();
   std::mt19937_64 rng(5);
@@ -255,6 +255,24 @@ TEST(SchedulerTest, PoliciesRaid5AndRaid10) {
   st.RunToIdle();
   EXPECT_EQ(st.SealedCoverage(), 0.0) << "raid5: nothing mirrored";
   EXPECT_EQ(st.scheduler->SchemeForNewSegment(), SegmentScheme::kRaid5);
+  // manual: what `eraid convert` did by hand stays as it is, either way.
+  st.scheduler.reset();
+  bool odd = false;
+  for (const auto& [s, gp] : st.volume->SealedSegments()) {
+    if ((odd = !odd)) {
+      ASSERT_TRUE(st.array->Convert(s, SegmentScheme::kRaid10).ok());
+    }
+  }
+  const double by_hand = st.SealedCoverage();
+  ASSERT_GT(by_hand, 0.3);
+  ASSERT_LT(by_hand, 0.7);
+  o.policy = Policy::kManual;
+  st.StartScheduler(o);
+  st.RunToIdle();
+  EXPECT_EQ(st.scheduler->stats().to_raid10 + st.scheduler->stats().to_raid5, 0u);
+  EXPECT_EQ(st.SealedCoverage(), by_hand);
+  EXPECT_EQ(st.scheduler->SchemeForNewSegment(), SegmentScheme::kRaid5);
+  EXPECT_EQ(ParsePolicy("manual").value(), Policy::kManual);
   EXPECT_EQ(ParsePolicy("elastic").value(), Policy::kElastic);
   EXPECT_EQ(ParsePolicy("raid6").status().code(), StatusCode::kInvalidArgument);
 }

@@ -59,6 +59,7 @@ expect_fail convert "required" convert --dir "$A"
 expect_fail convert "raid5 or raid10" convert --dir "$A" --to raid6
 expect_fail convert "bad segment" convert --dir "$A" --to raid10 --segment 100000
 expect_fail convert "not sealed" convert --dir "$A" --to raid10 --segment 0
+expect_fail convert "rate" convert --dir "$A" --to raid10 --rate 5Q
 expect_fail serve "required" serve
 expect_fail serve "no array" serve --dir "$WORK/none"
 expect_fail serve "TLS" serve --dir "$A" --tcp 127.0.0.1:10809

@@ -40,9 +40,11 @@ class E2eTest : public ::testing::Test {
     ArrayDirOptions o;
     o.devices = 4;
     o.device_size_bytes = 64ull << 20;
+    o.scheduler.policy = policy_;
     auto a = ArrayDir::Create(dir_, o, false);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     capacity_ = BlocksToBytes((*a)->volume().capacity_blocks());
+    segment_bytes_ = BlocksToBytes((*a)->array().geometry().segment_positions());
     ASSERT_TRUE((*a)->Close().ok());
     a->reset();
     Serve();
@@ -90,7 +92,8 @@ class E2eTest : public ::testing::Test {
   }
 
   std::string dir_;
-  uint64_t capacity_ = 0;
+  Policy policy_ = Policy::kElastic;
+  uint64_t capacity_ = 0, segment_bytes_ = 0;
   pid_t pid_ = -1;
 };
 
@@ -105,6 +108,32 @@ TEST_F(E2eTest, FioVerifiesTheWholeVolumeAndAfterARestart) {
   auto v = RunFio(Job(bytes, {"--verify_only"}));
   ASSERT_TRUE(v.ok()) << "after a restart: " << v.status().ToString();
   EXPECT_GT(v->read_iops, 0);
+}
+
+// Under the manual policy only `eraid convert` converts: everything goes to RAID10 and
+// back, paced; the pace is a floor on each pass's time (a segment waits until the bytes
+// before it are due), and every block still verifies.
+class E2eManualTest : public E2eTest {
+ protected:
+  E2eManualTest() { policy_ = Policy::kManual; }
+};
+
+TEST_F(E2eManualTest, PacedConversionsBothWaysKeepEveryBlock) {
+  const uint64_t bytes = capacity_ / kBlockSize * kBlockSize;
+  auto w = RunFio(Job(bytes, {"--do_verify=0"}));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  AdminReply st = Admin({"status", "--json"});
+  EXPECT_EQ(JsonNumber(st.text, "to_raid10", -1), 0) << "manual: the scheduler converts nothing\n" << st.text;
+  const uint64_t rate = 32ull << 20;
+  for (const char* to : {"raid10", "raid5"}) {
+    AdminReply r = Admin({"convert", to, "all", std::to_string(rate), "--json"});
+    ASSERT_EQ(r.rc, 0) << r.text;
+    const double moved = JsonNumber(r.text, "bytes");
+    EXPECT_GE(moved, double(bytes) / 2) << to << ": the sealed segments\n" << r.text;
+    EXPECT_GE(JsonNumber(r.text, "seconds"), (moved - double(segment_bytes_)) / double(rate)) << r.text;
+    auto v = RunFio(Job(bytes, {"--verify_only"}));
+    ASSERT_TRUE(v.ok()) << "after converting to " << to << ": " << v.status().ToString();
+  }
 }
 
 TEST_F(E2eTest, DriveFailsMidRunThenReplaceRebuildAndScrub) {
