@@ -35,6 +35,10 @@ struct ElasticArray::Segment {
   uint32_t batch_pos = kNoBatch;   // summary position of the open batch
   std::vector<SummaryEntry> batch;
   std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush
+  // Conversion (Convert drops the lock between rows): one at a time per segment, and a
+  // count of allocations and frees so a converter sees that its segment went away.
+  bool converting = false;
+  uint64_t incarnation = 0;
 
   void Reset() {
     frontier = 0;
@@ -451,6 +455,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     }
     io_->Trim(trims);
     seg.entry = SegmentEntry{scheme, false, 0, journal_seq_ + 1};
+    ++seg.incarnation;
     ERAID_RETURN_IF_ERROR(JournalLocked(i));
     seg.open = true;
     seg.row_buf.assign(BlocksToBytes(geometry_.row_blocks()), std::byte{0});
@@ -612,6 +617,7 @@ Status ElasticArray::Free(SegmentId s) {
   seg.entry = SegmentEntry{};
   seg.open = false;
   seg.Reset();
+  ++seg.incarnation;
   ERAID_RETURN_IF_ERROR(JournalLocked(s.value));
   std::vector<DeviceTrim> trims;
   for (uint32_t d = 0; d < geometry_.devices; ++d) {
@@ -722,21 +728,56 @@ void ElasticArray::ForEachBlock(
 
 Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   if (to == SegmentScheme::kFree) return Status::InvalidArgument("convert to raid5 or raid10");
-  std::lock_guard lock(mu_);
-  if (s.value >= segments_.size()) return Status::InvalidArgument("no such segment");
-  Segment& seg = *segments_[s.value];
-  if (seg.entry.scheme == SegmentScheme::kFree) return Status::InvalidArgument("segment is free");
-  if (seg.open) return Status::Busy("segment is open; seal it first");
-  const SegmentScheme from = seg.entry.scheme;
-  if (from == to) return Status::Ok();
-  // 1. Build the new redundancy beside the old, from verified data.
+  // The lock is taken row by row, so user I/O goes on during a conversion; the segment is
+  // sealed (its data does not change) and the new redundancy goes where the old scheme
+  // keeps nothing. What could change meanwhile is checked under the lock before every row
+  // and before the flip: the segment freed (and maybe reborn), or a device failing or
+  // being rebuilt (the new redundancy would then miss a device): the conversion stops
+  // with Busy, and what it wrote stays unused (a later conversion or free overwrites it).
+  uint64_t incarnation = 0;
+  SegmentScheme from;
+  uint32_t rows = 0;
+  std::vector<DeviceState> states;
+  auto device_states = [&] {
+    std::vector<DeviceState> v;
+    for (uint32_t d = 0; d < io_->count(); ++d) v.push_back(io_->state(d));
+    return v;
+  };
   const uint64_t rb = geometry_.row_blocks();
-  const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+  {
+    std::lock_guard lock(mu_);
+    if (s.value >= segments_.size()) return Status::InvalidArgument("no such segment");
+    Segment& seg = *segments_[s.value];
+    if (seg.entry.scheme == SegmentScheme::kFree) return Status::InvalidArgument("segment is free");
+    if (seg.open) return Status::Busy("segment is open; seal it first");
+    if (seg.converting) return Status::Busy("segment is being converted already");
+    from = seg.entry.scheme;
+    if (from == to) return Status::Ok();
+    seg.converting = true;
+    incarnation = seg.incarnation;
+    rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+    states = device_states();
+  }
+  Segment& seg = *segments_[s.value];
+  // Under the lock: the segment is still the one being converted, and nothing moved.
+  auto still = [&]() -> Status {
+    if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+    if (seg.incarnation != incarnation) return Status::InvalidArgument("segment was freed during the conversion");
+    if (device_states() != states) return Status::Busy("a device changed state during the conversion");
+    return Status::Ok();
+  };
+  auto finish = [&](Status st) {  // under the lock; the flag is ours even if the segment was reborn
+    seg.converting = false;
+    return st;
+  };
+  // 1. Build the new redundancy beside the old, from verified data, a row at a time.
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
+    std::lock_guard lock(mu_);
+    if (Status st = still(); !st.ok()) return finish(st);
     if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0) {
-      return Status::DataLoss("convert: segment " + std::to_string(s.value) + " row " + std::to_string(r) +
-                              " has blocks no copy of which matches its CRC");
+      return finish(Status::DataLoss("convert: segment " + std::to_string(s.value) + " row " + std::to_string(r) +
+                                     " has blocks no copy of which matches its CRC"));
     }
     std::vector<DeviceWrite> writes;
     SchemeFor(to).RowWrites(geometry_, s, r, row, false, &scratch, &writes);
@@ -744,8 +785,11 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
     for (const auto& w : writes) stats_.conversion_bytes += w.data.size();
   }
   // 2. Durable before the flip; 3. flip (journalled, flushed); 4. drop the old.
+  std::lock_guard lock(mu_);
   io_->FlushAll();
+  if (Status st = still(); !st.ok()) return finish(st);
   seg.entry.scheme = to;
+  seg.converting = false;
   ERAID_RETURN_IF_ERROR(JournalLocked(s.value));
   std::vector<DeviceTrim> trims;
   SchemeFor(from).RedundancyTrims(geometry_, s, &trims);
