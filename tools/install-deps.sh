@@ -9,6 +9,7 @@ PACKAGES=(
   liburing-dev libisal-dev libzstd-dev libboost-program-options-dev
   libgtest-dev libbenchmark-dev
   fio nbdkit nbdkit-plugin-dev libnbd-bin libnbd-dev
+  gnuplot-nox bc
 )
 
 missing=()

@@ -1,4 +1,4 @@
-# Shared by the benchmark scripts (sourced, not run).
+# Shared by the benchmark scripts (sourced, not run). Expects ROOT (the checkout).
 
 # write_section NAME FILE: replaces docs/benchmarks.md's part between
 # <!-- NAME:begin --> and <!-- NAME:end --> with FILE (appending the markers if absent).
@@ -10,4 +10,72 @@ write_section() {
     $0 == e {skip=0}
     !skip {print}' "$doc" > "$section.doc" && mv "$section.doc" "$doc"
   echo "$name: wrote $doc" >&2
+}
+
+# ---- the evaluation workflows (fio-matrix, degraded, compression-sweep, wa)
+
+BENCH_T0=$(date +%s)
+# say NAME TEXT...: a progress line on stderr, with the seconds since the start.
+say() {
+  local name=$1; shift
+  printf '%s [%4ds] %s\n' "$name" "$(($(date +%s) - BENCH_T0))" "$*" >&2
+}
+
+# need TOOL...: exits with a clear message if a tool is missing.
+need() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null || { echo "bench: $t missing (tools/install-deps.sh installs it)" >&2; exit 1; }
+  done
+}
+
+# fio_terse URI RW QD JOBS [fio options...]: one terse v3 line (jobs reported as a group).
+fio_terse() {
+  local uri=$1 rw=$2 qd=$3 jobs=$4; shift 4
+  fio --name=bench --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth="$qd" --numjobs="$jobs" \
+      --group_reporting --refill_buffers "$@" --output-format=terse --terse-version=3 2>/dev/null | grep '^3;' | tail -1
+}
+# terse_iops LINE: read + write IOPS. terse_p LINE rw|read|write P: the P (50, 99) latency
+# percentile in µs of completions (reads for read patterns, writes for write patterns).
+terse_iops() { echo "$1" | awk -F';' '{print $8 + $49}'; }
+terse_p() {
+  local first=18
+  [ "$2" = write ] && first=59
+  echo "$1" | cut -d';' -f"$first-$((first + 19))" | tr ';' '\n' | sed -n "s/^$3.000000%=//p" | head -1
+}
+
+# json_num JSON KEY: the first number under "KEY" in a JSON text (status and inspect).
+json_num() { echo "$1" | grep -o "\"$2\":[-0-9.e+]*" | head -1 | cut -d: -f2; }
+
+# array_up ERAID DIR [create options...]: creates and serves an array (a daemon).
+array_up() {
+  local eraid=$1 dir=$2; shift 2
+  "$eraid" create --dir "$dir" "$@" >/dev/null
+  "$eraid" serve --dir "$dir" --daemon >/dev/null
+}
+array_down() { "$1" stop --dir "$2" >/dev/null 2>&1 || true; }
+
+# wait_settled ERAID DIR [MAX_S]: waits until the scheduler stops changing RAID10 coverage
+# (two equal readings 2 s apart), at most MAX_S seconds (default 120).
+wait_settled() {
+  local eraid=$1 dir=$2 max=${3:-120} last="" now i
+  for ((i = 0; i < max; i += 2)); do
+    now=$(json_num "$("$eraid" status --dir "$dir" --json)" raid10_coverage)
+    [ "$now" = "$last" ] && return 0
+    last=$now
+    sleep 2
+  done
+}
+
+# plot PNG GNUPLOT_COMMANDS: renders a PNG with gnuplot (pngcairo, 800×500).
+plot() {
+  local png=$1 cmds=$2
+  gnuplot <<EOF 2>/dev/null || echo "bench: gnuplot failed for $png" >&2
+set terminal pngcairo noenhanced size 800,500 font "sans,10"
+set output "$png"
+set datafile separator ","
+set key outside right top
+set grid ytics
+$cmds
+EOF
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs one evaluation workflow (tools/bench/NAME) with --quick against a build and checks
+# what it produced: the CSV has the expected rows and plausible values (not timings), the
+# plots are PNGs, the table is there. Usage: bench_quick.sh NAME BUILD_DIR
+set -euo pipefail
+NAME=$1 BUILD=$2
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/eraid-bench-quick.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+"$ROOT/tools/bench/$NAME" --quick --build "$BUILD" --out "$OUT"
+fail() { echo "bench_quick $NAME: $*" >&2; exit 1; }
+# rows FILE N: the CSV has a header and N rows.
+rows() { local n; n=$(($(wc -l < "$1") - 1)); [ "$n" -eq "$2" ] || fail "$(basename "$1"): $n rows, expected $2"; }
+# check FILE AWK_CONDITION WHAT: every data row satisfies the condition.
+check() {
+  awk -F, -v what="$3" "NR > 1 && !($2) { print \"bench_quick: row \" NR \" fails: \" what \": \" \$0; bad = 1 } END { exit bad }" "$1" ||
+    fail "$3"
+}
+png() { for p in "$@"; do [ "$(head -c 4 "$OUT/$p" | tail -c 3)" = PNG ] || fail "$p is not a PNG"; done; }
+case "$NAME" in
+  fio-matrix)
+    C=$OUT/fio-matrix.csv
+    rows "$C" 14  # memory: 2 patterns; eraid: 3 policies × 2 states × 2 patterns
+    check "$C" '$7 > 0 && $9 >= $8' "IOPS > 0 and p99 >= p50"
+    check "$C" '$1 == "memory" || ($10 > 0 && $10 < 10)' "a ratio to the memory plugin"
+    check "$C" '$2 != "raid5" || $11 == 0' "raid5 policy: no RAID10"
+    check "$C" '$2 != "raid10" || $11 >= 0.9' "raid10 policy: RAID10 coverage >= 90%"
+    png fio-matrix.png ;;
+  degraded)
+    C=$OUT/degraded.csv
+    rows "$C" 3
+    check "$C" '$3 > 0 && $4 > 0 && $6 > 0 && $8 > 0' "IOPS and rebuild time > 0"
+    check "$C" '($1 == 0 && $2 == 0) || ($1 == 100 && $2 >= 0.9) || ($1 == 50 && $2 > 0.3 && $2 < 0.7)' \
+      "RAID10 coverage follows the share"
+    rows "$OUT/rebuild.csv" 2
+    check "$OUT/rebuild.csv" '$3 > 0 && $4 > 0' "a rebuild under load, with reads served"
+    png degraded.png ;;
+  compression-sweep)
+    C=$OUT/compression-sweep.csv
+    rows "$C" 3
+    check "$C" '$8 > 0 && $9 > 0 && $5 >= 0 && $5 <= 1 && $6 > 0 && $6 <= 1 && $7 >= 1' "IOPS, coverage, use, WAF in range"
+    check "$C" '($1 == 0 && $4 < 1.3) || ($1 == 50 && $4 > 1.5 && $4 < 3) || ($1 == 90 && $4 > 4)' \
+      "the drives' compression follows the data's"
+    awk -F, 'NR > 1 { if (NR > 2 && $6 > last) bad = 1; last = $6 } END { exit bad }' "$C" ||
+      fail "physical use must fall as compressibility rises"
+    png compression-sweep.png compression-sweep-iops.png ;;
+  wa)
+    C=$OUT/wa.csv
+    rows "$C" 12  # 2 schemes × (2 selections + 2 sizes + 2 GPs)
+    check "$C" '$7 >= 1 && $7 < 20' "WA in [1, 20)"
+    awk -F, '$1 == 1 { w[$3, $4] = $7 } END { exit !(w["sepbit", "greedy"] < w["nosep", "greedy"] &&
+              w["sepbit", "cost-benefit"] < w["nosep", "cost-benefit"]) }' "$C" ||
+      fail "SepBIT must beat NoSep on a Zipf 1.0 trace"
+    png wa-exp1.png wa-exp2.png wa-exp3.png ;;
+  *) fail "unknown workflow" ;;
+esac
+grep -q '|' "$OUT/$NAME.md" || fail "no table in $NAME.md"
+echo "bench_quick $NAME: ok"

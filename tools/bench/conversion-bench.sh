@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Conversion under load (issue: scheduler): user IOPS while segments are converted in the
+# background at 100, 200 and 400 MB/s, as a ratio to no conversion — the Elastic RAID
+# paper's Figures 12 and 13 on this stack. The array (4 file-backed emulated drives,
+# policy `manual` so the scheduler stays out of it) is filled once; then fio 4 KiB random
+# reads and writes at QD 16 over NBD run while a loop of `eraid convert --to raid10|raid5
+# --rate R` converts every sealed segment one way, then back, paced to R user bytes/s.
+# Usage: tools/bench/conversion-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S]
+#   full run rewrites the conversion-bench section of docs/benchmarks.md; --quick prints only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
+BUILD=$ROOT/build
+QUICK=0
+RUNTIME=20
+TMPBASE=${TMPDIR:-/tmp}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1; RUNTIME=3 ;;
+    --build) BUILD=$2; shift ;;
+    --dir) TMPBASE=$2; shift ;;
+    --runtime) RUNTIME=$2; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "conversion-bench: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+ERAID=$BUILD/tools/eraid
+[ -x "$ERAID" ] || { echo "conversion-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
+for tool in fio nbdkit; do
+  command -v $tool >/dev/null || { echo "conversion-bench: $tool missing (tools/install-deps.sh)" >&2; exit 1; }
+done
+DEVSIZE=$([ "$QUICK" = 1 ] && echo 128M || echo 512M)
+REGION=$([ "$QUICK" = 1 ] && echo 96M || echo 512M)
+WORK=$(mktemp -d "$TMPBASE/eraid-conversion-bench.XXXXXX")
+A=$WORK/array
+LOOP=""
+stop_loop() {
+  [ -n "$LOOP" ] || return 0
+  touch "$WORK/stop"
+  pkill -P "$LOOP" 2>/dev/null || true  # the convert in flight: the server stops at its next segment
+  wait "$LOOP" 2>/dev/null || true
+  LOOP=""
+  rm -f "$WORK/stop"
+}
+cleanup() {
+  stop_loop
+  "$ERAID" stop --dir "$A" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$ERAID" create --dir "$A" --devices 4 --device-size "$DEVSIZE" --policy manual >/dev/null
+"$ERAID" serve --dir "$A" --daemon >/dev/null
+URI="nbd+unix:///?socket=$A/nbd.sock"
+fio_run() {
+  local rw=$1; shift
+  fio --name=bench --ioengine=nbd --uri="$URI" --rw="$rw" --bs=4k --iodepth=16 --size="$REGION" \
+      --buffer_compress_percentage=50 --refill_buffers "$@" --output-format=terse --terse-version=3 2>/dev/null |
+    grep '^3;'
+}
+echo "conversion-bench: precondition ($REGION sequential)" >&2
+fio_run write >/dev/null
+# The array's conversion counters (the first "to_raid10"/"to_raid5" in status are the array's).
+conversions() {
+  "$ERAID" status --dir "$A" --json | grep -o '"to_raid\(10\|5\)":[0-9]*' | head -2 | cut -d: -f2 | paste -sd+ | bc
+}
+SEGMENT_BYTES=$("$ERAID" inspect --dir "$A" --json | grep -o '"segment_positions":[0-9]*' | head -1 | cut -d: -f2)
+SEGMENT_BYTES=$((SEGMENT_BYTES * 4096))
+conv_loop() {
+  while [ ! -e "$WORK/stop" ]; do
+    "$ERAID" convert --dir "$A" --to raid10 --rate "$1" >/dev/null 2>&1 || true
+    [ -e "$WORK/stop" ] && break
+    "$ERAID" convert --dir "$A" --to raid5 --rate "$1" >/dev/null 2>&1 || true
+  done
+}
+# Reference: unthrottled conversion of everything, both ways, with no user I/O.
+IDLE=""
+for to in raid10 raid5; do
+  echo "conversion-bench: unthrottled conversion to $to, idle" >&2
+  out=$("$ERAID" convert --dir "$A" --to $to --json 2>/dev/null)
+  b=$(echo "$out" | grep -o '"bytes":[0-9]*' | cut -d: -f2)
+  t=$(echo "$out" | grep -o '"seconds":[0-9.e+-]*' | cut -d: -f2)
+  IDLE+="$(awk -v b="$b" -v t="$t" -v to="$to" 'BEGIN {printf "to %s %.0f MB/s; ", to, (t > 0 ? b / t / 1048576 : 0)}')"
+done
+ROWS=""
+CSV="rw,rate_mb_s,iops,ratio,converted_mb_s,p50_us,p99_us"
+for rw in randread randwrite; do
+  BASE=0
+  for rate in 0 100 200 400; do
+    echo "conversion-bench: $rw with conversion at ${rate} MB/s (${RUNTIME}s)" >&2
+    if [ "$rate" != 0 ]; then
+      conv_loop "${rate}M" &
+      LOOP=$!
+      sleep 1  # the first convert is under way
+    fi
+    before=$(conversions)
+    t0=$(date +%s.%N)
+    line=$(fio_run "$rw" --time_based --runtime="$RUNTIME" --randrepeat=0)
+    t1=$(date +%s.%N)
+    after=$(conversions)
+    stop_loop
+    if [ "$rw" = randread ]; then i=8; p=18; else i=49; p=59; fi
+    iops=$(echo "$line" | cut -d';' -f$i)
+    lat() { echo "$line" | cut -d';' -f"$p-$((p + 19))" | tr ';' '\n' | sed -n "s/^$1%=//p" | head -1; }
+    p50=$(lat 50.000000)
+    p99=$(lat 99.000000)
+    [ "$rate" = 0 ] && BASE=$iops
+    ratio=$(awk -v a="$iops" -v b="$BASE" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+    moved=$(awk -v n="$((after - before))" -v s="$SEGMENT_BYTES" -v t0="$t0" -v t1="$t1" \
+            'BEGIN {printf "%.0f", n * s / (t1 - t0) / 1048576}')
+    CSV+=$'\n'"$rw,$rate,$iops,$ratio,$moved,$p50,$p99"
+    label=$([ "$rate" = 0 ] && echo "none" || echo "$rate MB/s")
+    ROWS+="| $rw | $label | $moved | $iops | **$ratio×** | $p50 / $p99 |"$'\n'
+  done
+done
+OUT=$WORK/section.md
+{
+  echo "## User I/O under background conversion (scheduler/)"
+  echo
+  echo "Command: \`tools/bench/conversion-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
+  echo "4 emulated drives of $DEVSIZE flash, \`--policy manual\`, $REGION written once with 50% compressible"
+  echo "data; fio 4 KiB at QD 16 over NBD for ${RUNTIME} s per point while \`eraid convert --rate R\` turns"
+  echo "every sealed segment to RAID10 and back in a loop. \"converted\" is what the array actually"
+  echo "converted during the fio run (segments × segment size / time). (The paper's Figures 12–13.)"
+  echo "Unthrottled, with no user I/O, one conversion thread converts: ${IDLE%; }."
+  echo
+  echo "| pattern | throttle | converted (MB/s) | IOPS | vs no conversion | p50 / p99 (µs) |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s' "$ROWS"
+} > "$OUT"
+if [ "$QUICK" = 1 ]; then
+  cat "$OUT"
+  echo "$CSV"
+else
+  mkdir -p "$ROOT/docs/data"
+  echo "$CSV" > "$ROOT/docs/data/conversion-bench.csv"
+  write_section conversion-bench "$OUT"
+fi
