@@ -272,7 +272,7 @@ AdminReply Inspect(ArrayDir& a, bool json) {
 }  // namespace
 
 AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& in,
-                    const std::function<void(double)>& progress) {
+                    const std::function<void(double)>& progress, const std::function<bool()>& cancelled) {
   std::vector<std::string> words;
   bool json = false;
   for (const std::string& w : in) {
@@ -374,7 +374,12 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     const auto start = std::chrono::steady_clock::now();
     uint32_t converted = 0, skipped = 0;
     uint64_t bytes = 0;
+    bool stopped = false;
     for (uint32_t i = first; i < last; ++i) {
+      if (cancelled && cancelled()) {
+        stopped = true;
+        break;
+      }
       const SegmentInfo si = a.array().segment_info(SegmentId(i));
       if (si.sealed && si.scheme != to) {
         if (rate > 0) {
@@ -396,7 +401,8 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " + words[1] +
                     " in " + Fixed(secs, 2) + " s" +
-                    (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : ""),
+                    (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : "") +
+                    (stopped ? " (stopped: the client went away)" : ""),
                 Json()
                     .Int("converted", converted)
                     .Int("skipped", skipped)
@@ -592,7 +598,10 @@ void AdminServer::Serve(int fd) {
         reply = {0, "shutting down\n"};
         shutdown = true;
       } else {
-        reply = RunAdmin(array_, state_, words, [&](double f) { WriteAll(fd, "progress " + Fixed(f, 4) + "\n"); });
+        bool gone = false;
+        reply = RunAdmin(
+            array_, state_, words, [&](double f) { gone = gone || !WriteAll(fd, "progress " + Fixed(f, 4) + "\n"); },
+            [&] { return gone; });
       }
     }
   }

@@ -35,8 +35,11 @@ struct AdminReply {
 // `words`: the command and its arguments, e.g. {"fail", "2"}, {"convert", "raid10", "all"},
 // {"replace", "1", "/path/new"}; a trailing "--json" selects JSON output. `progress`
 // receives a fraction in [0,1] during long commands (replace, scrub, convert).
+// `cancelled`, if given, is asked between segments by convert, which stops early when it
+// says so (the client has gone: a killed `eraid convert` stops converting).
 AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& words,
-                    const std::function<void(double)>& progress);
+                    const std::function<void(double)>& progress,
+                    const std::function<bool()>& cancelled = nullptr);
 
 // The admin socket's path for an array directory.
 std::string AdminSocketPath(const std::string& dir);
