@@ -1,7 +1,9 @@
 // Crash consistency of the elastic array. All devices share one power domain that cuts
 // after a random number of device operations (seeded), landing inside conversions both
 // ways, flushes, seals, frees and bitmap journal writes; each device's volatile cache
-// loses or keeps (seeded) what was not flushed. After every reopen:
+// loses or keeps (seeded) what was not flushed. Now and then a device fails and is
+// rebuilt onto a fresh one, so cuts land inside rebuilds too (a device caught mid-rebuild
+// comes back failed, and is rebuilt again after the reopen). After every reopen:
 //   - every block acknowledged by a completed Flush() (or in a sealed segment) reads back
 //     intact, in a segment whose scheme is the old or the new one of any conversion;
 //   - scrub finds no disagreement between data and redundancy, and nothing unrepairable;
@@ -26,6 +28,7 @@ using Key = std::pair<uint32_t, uint32_t>;
 
 struct Totals {
   uint64_t crashes = 0, in_conversion = 0, verified = 0, converted_then_crashed = 0;
+  uint64_t rebuilds = 0, in_rebuild = 0;
 };
 
 void RunSeed(uint64_t seed, Totals* totals) {
@@ -46,6 +49,12 @@ void RunSeed(uint64_t seed, Totals* totals) {
   o.chunk_blocks = 4;
   o.rows_per_slot = 4;
   auto array = std::move(ElasticArray::Create(devs, o)).value();
+  auto fresh_device = [&]() -> Backend* {
+    media.push_back(std::make_unique<MemBackend>(4096));
+    faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
+    faulty.back()->JoinPowerDomain(&power);
+    return faulty.back().get();
+  };
 
   std::map<Key, Block> durable;   // acknowledged by a flush (or a seal)
   std::map<Key, Block> pending;   // appended since the last completed flush
@@ -96,11 +105,18 @@ void RunSeed(uint64_t seed, Totals* totals) {
     open.clear();
     pending.clear();
     for (auto& [seg, schemes] : allowed) schemes = {array->segment_info(SegmentId(seg)).scheme};
+    // A device caught mid-rebuild is failed now: rebuild it again (no power cut armed).
+    for (uint32_t d = 0; d < devices; ++d) {
+      if (array->stats().devices[d].state == DeviceState::kOk) continue;
+      devs[d] = fresh_device();
+      Status st = array->Replace(d, devs[d]);
+      ASSERT_TRUE(st.ok()) << "rebuilding device " << d << " after the reopen: " << st.ToString();
+    }
   };
 
   for (int round = 0; round < 4; ++round) {
     power.CrashAfterOps(1 + rng() % 300, rng());
-    bool converting = false;
+    bool converting = false, rebuilding = false;
     for (int op = 0; op < 200 && !power.cut(); ++op) {
       uint64_t r = rng() % 100;
       if (r < 50 || (open.empty() && sealed.empty())) {
@@ -148,6 +164,19 @@ void RunSeed(uint64_t seed, Totals* totals) {
         } else {
           ++totals->converted_then_crashed;
         }
+      } else if (r < 97 && !array->stats().degraded) {
+        // A device fails and is rebuilt onto a fresh one (the old stays in devs until the
+        // rebuild completes, as `eraid replace` renames the new file into place only then).
+        const auto d = static_cast<uint32_t>(rng() % devices);
+        if (!array->FailDevice(d).ok()) break;
+        Backend* fresh = fresh_device();
+        rebuilding = true;
+        Status st = array->Replace(d, fresh);
+        if (std::getenv("ERAID_DEBUG")) std::printf("rebuild %u: %s\n", d, st.ToString().c_str());
+        if (!st.ok()) break;
+        devs[d] = fresh;
+        rebuilding = false;
+        ++totals->rebuilds;
       } else if (!sealed.empty() && sealed.size() > 4) {
         uint32_t s = *sealed.begin();
         // From here the segment may be gone: stop expecting its blocks.
@@ -160,6 +189,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
       }
     }
     if (converting) ++totals->in_conversion;
+    if (rebuilding) ++totals->in_rebuild;
     if (std::getenv("ERAID_DEBUG")) std::printf("-- power cut, restart\n");
     restart();
     if (::testing::Test::HasFatalFailure()) return;
@@ -194,11 +224,14 @@ TEST(ArrayCrashTest, PowerCutsKeepFlushedDataAndRedundancy) {
       return;
     }
   }
-  std::printf("crashes=%llu (inside a conversion: %llu, conversions interrupted: %llu) verified_blocks=%llu\n",
+  std::printf("crashes=%llu (inside a conversion: %llu, conversions interrupted: %llu, inside a rebuild: %llu; "
+              "rebuilds completed: %llu) verified_blocks=%llu\n",
               (unsigned long long)totals.crashes, (unsigned long long)totals.in_conversion,
-              (unsigned long long)totals.converted_then_crashed, (unsigned long long)totals.verified);
+              (unsigned long long)totals.converted_then_crashed, (unsigned long long)totals.in_rebuild,
+              (unsigned long long)totals.rebuilds, (unsigned long long)totals.verified);
   if (seeds.size() >= 10) {
     EXPECT_GT(totals.in_conversion, 0u) << "some power cuts must land in conversions";
+    EXPECT_GT(totals.in_rebuild, 0u) << "some power cuts must land in rebuilds";
   }
 }
 
