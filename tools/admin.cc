@@ -101,8 +101,9 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   DriveStats sum;
   std::vector<Json> devices;
   std::string dev_text;
-  for (uint32_t d = 0; d < a.drives().size(); ++d) {
-    const DriveStats ds = a.drives()[d]->stats();
+  const std::vector<DriveStats> drive_stats = a.drive_stats();
+  for (uint32_t d = 0; d < drive_stats.size(); ++d) {
+    const DriveStats& ds = drive_stats[d];
     sum.live_bytes += ds.live_bytes;
     sum.usable_bytes += ds.usable_bytes;
     sum.mapped_blocks += ds.mapped_blocks;

@@ -225,7 +225,17 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   return a;
 }
 
-PhysicalUse ArrayDir::Physical() const { return DrivesPhysicalUse(drives_); }
+PhysicalUse ArrayDir::Physical() const {
+  std::shared_lock lock(devices_mu_);
+  return DrivesPhysicalUse(drives_);
+}
+
+std::vector<DriveStats> ArrayDir::drive_stats() const {
+  std::shared_lock lock(devices_mu_);
+  std::vector<DriveStats> v;
+  for (const auto& d : drives_) v.push_back(d->stats());
+  return v;
+}
 
 void ArrayDir::StartScheduler() {
   if (scheduler_) return;
@@ -288,6 +298,7 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   ERAID_RETURN_IF_ERROR(array_->Replace(d, drive.get(), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR(drive->Flush());
   // The array no longer touches the old drive: swap the objects, then the files.
+  std::unique_lock lock_devices(devices_mu_);
   std::swap(drives_[d], drive);
   std::swap(files_[d], file);
   drive.reset();

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,10 @@ class ArrayDir {
   ~ArrayDir();
 
   const std::string& dir() const { return dir_; }
-  const std::string& device_path(uint32_t d) const { return paths_.at(d); }
+  std::string device_path(uint32_t d) const {
+    std::shared_lock lock(devices_mu_);
+    return paths_.at(d);
+  }
   // Rebuilds device `d` onto a freshly formatted drive at `with` (empty: a new file that
   // replaces the device's own, renamed into place when the rebuild is done), online. The
   // manifest records the new path. `progress` as ElasticArray::Replace.
@@ -53,7 +57,8 @@ class ArrayDir {
 
   Volume& volume() { return *volume_; }
   ElasticArray& array() { return *array_; }
-  const std::vector<std::unique_ptr<CompressedDrive>>& drives() const { return drives_; }
+  // Each drive's counters (a replacement may swap a drive at any time: no references out).
+  std::vector<DriveStats> drive_stats() const;
   // Checkpoints every drive (so the next open replays nothing). Call before exit.
   Status Close();
   // Starts the conversion scheduler's background workers (the server does; offline
@@ -73,6 +78,9 @@ class ArrayDir {
   std::map<std::string, std::string> manifest_;
   DriveOptions drive_options_;
   std::mutex replace_mu_;  // one replacement at a time
+  // Guards paths_, files_ and drives_ against a replacement swapping them while the
+  // scheduler or an admin command reads them.
+  mutable std::shared_mutex devices_mu_;
   std::vector<std::unique_ptr<FileBackend>> files_;
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;
