@@ -18,82 +18,10 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
+#include "tests/log/volume_rig.h"
 
 namespace eraid {
 namespace {
-
-using Block = std::vector<std::byte>;
-
-struct Rig {
-  PowerDomain power;
-  std::vector<std::unique_ptr<MemBackend>> media;
-  std::vector<std::unique_ptr<FaultyBackend>> devs;
-  std::vector<Backend*> ptrs;
-  std::unique_ptr<ElasticArray> array;
-  std::unique_ptr<Volume> volume;
-  VolumeOptions options;
-
-  explicit Rig(const std::string& placement, uint32_t devices = 4,
-               GcTrigger gc_when = GcTrigger::kFreeSpace) {
-    options.placement = placement;
-    options.gc_when = gc_when;
-    for (uint32_t d = 0; d < devices; ++d) {
-      media.push_back(std::make_unique<MemBackend>(4096));
-      devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
-      devs.back()->JoinPowerDomain(&power);
-      ptrs.push_back(devs.back().get());
-    }
-    ArrayOptions ao;
-    ao.chunk_blocks = 4;
-    ao.rows_per_slot = 4;
-    array = std::move(ElasticArray::Create(ptrs, ao)).value();
-    auto v = Volume::Create(*array, options);
-    EXPECT_TRUE(v.ok()) << v.status().ToString();
-    volume = std::move(v).value();
-  }
-  void PowerCutAndReopen(uint64_t seed) {
-    volume.reset();
-    array.reset();
-    for (auto& d : devs) {
-      if (!d->crashed()) d->Crash(seed);
-    }
-    power.Disarm();
-    for (auto& d : devs) d->Restart();
-    auto a = ElasticArray::Open(ptrs);
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
-    array = std::move(a).value();
-    auto v = Volume::Open(*array, options);
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    volume = std::move(v).value();
-  }
-};
-
-// What each block may read back: its value at the last completed flush, or any value it
-// was given after it.
-struct Model {
-  std::map<uint64_t, Block> durable;
-  std::map<uint64_t, std::vector<Block>> since;
-  void Wrote(uint64_t lba, Block b) { since[lba].push_back(std::move(b)); }
-  void Flushed() {
-    for (auto& [lba, values] : since) durable[lba] = values.back();
-    since.clear();
-  }
-  Block Latest(uint64_t lba) const {
-    if (auto it = since.find(lba); it != since.end()) return it->second.back();
-    if (auto it = durable.find(lba); it != durable.end()) return it->second;
-    return Block(kBlockSize);
-  }
-  bool Allowed(uint64_t lba, const Block& got) const {
-    auto d = durable.find(lba);
-    if (got == (d == durable.end() ? Block(kBlockSize) : d->second)) return true;
-    auto s = since.find(lba);
-    return s != since.end() && std::find(s->second.begin(), s->second.end(), got) != s->second.end();
-  }
-  void Settle(uint64_t lba, Block got) {
-    since.erase(lba);
-    durable[lba] = std::move(got);
-  }
-};
 
 class VolumeTest : public ::testing::TestWithParam<std::string> {};
 
