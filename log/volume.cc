@@ -115,6 +115,18 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
     ArrayStore* store = v->store_.get();
     eo.space_pressure = [store] { return store->SpacePressure(); };
   }
+  // Blocks that recovery could not account for would surface as older versions of their
+  // LBAs: never silently (a CRC mismatch is never returned, DESIGN.md invariant 4; nor
+  // is a stale version whose successor a damaged summary hid).
+  for (uint32_t i = 0; i < array.geometry().segments && !options.salvage; ++i) {
+    const SegmentInfo info = array.segment_info(SegmentId(i));
+    if (info.summaries_lost) {
+      return Status::DataLoss("segment " + std::to_string(i) + ": a summary block is damaged beyond repair at position " +
+                              std::to_string(info.frontier) +
+                              "; the blocks written after it are unknown, and serving would return older versions "
+                              "of them (open with salvage to serve what is known)");
+    }
+  }
   // Segments with no data blocks (opened, never written) are simply freed.
   for (uint32_t i = 0; i < array.geometry().segments; ++i) {
     if (array.segment_info(SegmentId(i)).scheme != SegmentScheme::kFree && !found.count(i)) {

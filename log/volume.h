@@ -44,6 +44,10 @@ struct VolumeOptions {
   // Exported capacity as a fraction of the array's data positions that remain after the
   // open segments: the rest is the room GC works in.
   double utilization = 0.75;
+  // Open even when recovery found a segment whose summaries are beyond repair (two copies
+  // damaged): the blocks written there are unknown, so some LBAs would read an older
+  // version. Without it, Open refuses with DataLoss and names the segment.
+  bool salvage = false;
 };
 
 // What the conversion scheduler (scheduler/) hears from the volume. Set before use.

@@ -39,9 +39,13 @@ struct ElasticArray::Segment {
   // count of allocations and frees so a converter sees that its segment went away.
   bool converting = false;
   uint64_t incarnation = 0;
+  // Recovery found the summary chain of this sealed segment broken before its journalled
+  // frontier (every copy of a summary damaged): the blocks after the break are unknown.
+  bool summaries_lost = false;
 
   void Reset() {
     frontier = 0;
+    summaries_lost = false;
     crc.clear();
     tags.clear();
     is_summary.clear();
@@ -395,7 +399,12 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
     pos += 1 + k;
   }
   seg.frontier = pos;
-  if (seg.entry.sealed && pos < seg.entry.frontier) ++stats_.data_loss;  // summary chain broken
+  // The chain broke before the frontier the journal knows (a sealed segment's, or the one
+  // a clean shutdown recorded for an open segment): what followed is unknown.
+  if (pos < seg.entry.frontier) {
+    ++stats_.data_loss;
+    seg.summaries_lost = true;
+  }
   if (!seg.entry.sealed) return FinishRecoveredSegmentLocked(s);
   return Status::Ok();
 }
@@ -433,8 +442,22 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
     io_->Trim(trims);
   }
   seg.entry.sealed = true;
-  seg.entry.frontier = seg.frontier;
+  // A frontier recorded at a clean shutdown beyond the chain stays: it is the evidence
+  // that blocks are missing, for every later open too.
+  seg.entry.frontier = std::max(seg.entry.frontier, seg.frontier);
   return JournalLocked(s.value);
+}
+
+Status ElasticArray::RecordOpenFrontiers() {
+  std::lock_guard lock(mu_);
+  ERAID_RETURN_IF_ERROR(FlushLocked());
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = *segments_[i];
+    if (!seg.open || seg.frontier <= seg.entry.frontier) continue;
+    seg.entry.frontier = seg.frontier;
+    ERAID_RETURN_IF_ERROR(JournalLocked(i));
+  }
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- segments
@@ -959,6 +982,7 @@ SegmentInfo ElasticArray::segment_info(SegmentId s) const {
   info.open = seg.open;
   info.sealed = seg.entry.sealed;
   info.frontier = seg.frontier;
+  info.summaries_lost = seg.summaries_lost;
   if (seg.entry.scheme == SegmentScheme::kFree) return info;
   RangeUsage data, parity, all;
   for (uint32_t d = 0; d < io_->count(); ++d) {

@@ -82,6 +82,9 @@ struct SegmentInfo {
   // and of the parity chunks (RAID5) of this segment.
   double alpha_usr = 0, alpha_pty = 0;
   uint64_t physical_bytes = 0;  // stored bytes of the segment on all devices
+  // Recovery could not read a summary (every copy damaged) before the segment's journalled
+  // frontier: the blocks written after it are unknown (counted in ArrayStats::data_loss).
+  bool summaries_lost = false;
 };
 
 struct ScrubReport {
@@ -123,6 +126,10 @@ class ElasticArray {
   Status Read(SegmentId s, uint32_t position, std::span<std::byte> out);
   // Makes every block appended so far durable.
   Status Flush();
+  // A clean shutdown: Flush(), then journal each open segment's frontier, so the next
+  // open can tell a summary damaged beyond repair from the end of what was written (at a
+  // crash it cannot, for segments that were open; docs/reliability.md).
+  Status RecordOpenFrontiers();
 
   // Every data block of every non-free segment, with its tags (after Open: as recovered).
   void ForEachBlock(const std::function<void(SegmentId, uint32_t position, uint64_t tag_lba,

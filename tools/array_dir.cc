@@ -246,6 +246,7 @@ void ArrayDir::StartScheduler() {
 Status ArrayDir::Close() {
   scheduler_.reset();  // stops its workers; a conversion in progress completes
   if (volume_) ERAID_RETURN_IF_ERROR(volume_->Flush());
+  if (array_) ERAID_RETURN_IF_ERROR(array_->RecordOpenFrontiers());
   for (auto& d : drives_) ERAID_RETURN_IF_ERROR(d->Close());
   return Status::Ok();
 }
