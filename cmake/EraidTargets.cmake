@@ -8,8 +8,17 @@ if(ERAID_SANITIZE STREQUAL "address")
 elseif(ERAID_SANITIZE STREQUAL "thread")
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
+elseif(ERAID_SANITIZE STREQUAL "fuzzer")
+  # libFuzzer (clang): everything instrumented for coverage, ASan and UBSan; only the
+  # fuzz targets link libFuzzer's main (tests/fuzz).
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "ERAID_SANITIZE=fuzzer needs clang (CC=clang CXX=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
 elseif(NOT ERAID_SANITIZE STREQUAL "")
-  message(FATAL_ERROR "ERAID_SANITIZE must be '', 'address' or 'thread'")
+  message(FATAL_ERROR "ERAID_SANITIZE must be '', 'address', 'thread' or 'fuzzer'")
 endif()
 
 # nbdkit is not built with sanitizers: to load a sanitized plugin, the tests that start it

@@ -92,6 +92,7 @@ void EncodeBitmap(uint64_t seq, std::span<const SegmentEntry> entries, std::span
 }
 
 Result<uint64_t> DecodeBitmap(std::span<const std::byte> in, std::vector<SegmentEntry>* entries) {
+  if (in.size() < kBlockSize) return Status::Corruption("bitmap shorter than its header block");
   Reader r(in);
   if (r.U64() != kBitmapMagic) return Status::Corruption("bad bitmap magic");
   if (GetLe32(in.data() + 60) != Crc32c(in.data(), 60)) return Status::Corruption("bitmap header CRC");

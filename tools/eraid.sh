@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: installs what is missing, builds, and runs.
 #   tools/eraid.sh demo      the main job (see README)
-#   tools/eraid.sh test      the whole test suite: a release build, then ASan+UBSan
+#   tools/eraid.sh test      the whole test suite: a release build, then ASan+UBSan, then
+#                            the concurrent paths under TSan, then a short libFuzzer run
 #   tools/eraid.sh build     just build (build/)
-# Options for test: --no-sanitize (skip the ASan+UBSan pass), -j N.
+# Options for test: --no-sanitize (only the release pass), -j N. Environment:
+# ERAID_FUZZ_SECONDS (per fuzz target, default 10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,11 +23,23 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-build() {  # build DIR [cmake args...]
+build() {  # build DIR [cmake args...] [-- targets...]
   local dir=$1; shift
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-  cmake --build "$dir" -j "$JOBS"
+  local args=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && targets=("$@")
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${args[@]}" >/dev/null
+  if [ ${#targets[@]} -gt 0 ]; then
+    cmake --build "$dir" -j "$JOBS" --target "${targets[@]}"
+  else
+    cmake --build "$dir" -j "$JOBS"
+  fi
 }
+# The tests that exercise concurrent paths (I/O completion, the drives' write caches,
+# conversion workers, rebuild under load, the served stack), run under TSan.
+TSAN_TARGETS=(compress_backend_test log_volume_test scheduler_test tools_e2e_test nbdkit-eraid-plugin eraid-crash)
+TSAN_TESTS='ConcurrentThreads|VolumeTest.Concurrent|BackgroundWorkers|E2eTest.DriveFailsMidRun|reliability.nbd_kill'
+
 
 case "$cmd" in
   build)
@@ -41,6 +55,12 @@ case "$cmd" in
       build build-asan -DERAID_SANITIZE=address -DERAID_BUILD_BENCH=OFF
       (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
          ctest --output-on-failure -j "$JOBS")
+      echo "== the concurrent paths under TSan =="
+      build build-tsan -DERAID_SANITIZE=thread -DERAID_BUILD_BENCH=OFF -- "${TSAN_TARGETS[@]}"
+      (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" -R "$TSAN_TESTS")
+      echo "== the decoders and trace parsers under libFuzzer (${ERAID_FUZZ_SECONDS:-10} s each) =="
+      CC=clang CXX=clang++ build build-fuzz -DERAID_SANITIZE=fuzzer -DERAID_FUZZ_SECONDS="${ERAID_FUZZ_SECONDS:-10}"
+      (cd build-fuzz && ctest --output-on-failure -j "$JOBS")
     fi
     ;;
   demo)
