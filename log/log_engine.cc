@@ -87,13 +87,18 @@ Status LogEngine::SealSegment(uint32_t cls) {
   seg.sealed = true;
   n_invalid_sealed_ += seg.n_invalid;
   const SealDecision d = placement_.OnSealed(cls, Context());
+  // A class whose next segment cannot be opened now (no free segment) has none until
+  // its next block, which tries again: never a sealed segment left as its open one.
   if (d.reopen) {
-    ERAID_RETURN_IF_ERROR(OpenSegment(cls));
+    if (Status s = OpenSegment(cls); !s.ok()) {
+      open_[cls] = kNoSegment;
+      return s;
+    }
   } else {
     open_.erase(open_.begin() + cls);
   }
   if (d.split_at >= 0) {
-    open_.insert(open_.begin() + d.split_at, 0);
+    open_.insert(open_.begin() + d.split_at, kNoSegment);
     ERAID_RETURN_IF_ERROR(OpenSegment(static_cast<uint32_t>(d.split_at)));
   }
   return Status::Ok();
@@ -110,6 +115,7 @@ void LogEngine::Invalidate(uint64_t lba) {
 }
 
 Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
+  if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
   ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, lba, user_time, data));
@@ -176,9 +182,17 @@ std::optional<uint64_t> LogEngine::Locate(uint64_t lba) const {
   return segments_[IndexOf(map_[lba])]->handle;
 }
 
+// What collecting a sealed segment gives back, as a share of a segment: its invalid
+// blocks, and the room it was sealed without filling (a segment sealed part-full by a
+// restart holds nothing but that room). A full segment's is its garbage proportion.
+double LogEngine::Reclaimable(const Segment& seg) const {
+  const double size = std::max<double>(options_.segment_blocks, double(seg.slots.size()));
+  return (double(seg.n_invalid) + size - double(seg.slots.size())) / size;
+}
+
 void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const {
   for (const auto& seg : segments_) {
-    if (seg && seg->sealed && !seg->slots.empty()) fn(seg->handle, double(seg->n_invalid) / double(seg->slots.size()));
+    if (seg && seg->sealed && !seg->slots.empty()) fn(seg->handle, Reclaimable(*seg));
   }
 }
 
@@ -194,9 +208,9 @@ Status LogEngine::CollectGarbage(double min_gp) {
   std::vector<Candidate> candidates;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
-    if (!seg || !seg->sealed || seg->n_invalid == 0) continue;
-    const double gp = double(seg->n_invalid) / double(seg->slots.size());
-    if (gp < min_gp) continue;
+    if (!seg || !seg->sealed) continue;
+    const double gp = Reclaimable(*seg);
+    if (gp <= 0 || gp < min_gp) continue;
     double score = gp;
     if (options_.selection == Selection::kCostBenefit) {
       const double u = 1.0 - gp;

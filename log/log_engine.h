@@ -117,6 +117,7 @@ class LogEngine {
   Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data);
   Status OpenSegment(uint32_t cls);
   Status SealSegment(uint32_t cls);
+  double Reclaimable(const Segment& seg) const;
   void Invalidate(uint64_t lba);
   // Collects segments_per_gc victims among sealed segments whose GP is >= min_gp.
   Status CollectGarbage(double min_gp);
@@ -128,7 +129,8 @@ class LogEngine {
   SegmentStore& store_;
   std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
   std::vector<uint32_t> free_indices_;
-  std::vector<uint32_t> open_;                      // class -> segment index
+  static constexpr uint32_t kNoSegment = UINT32_MAX;
+  std::vector<uint32_t> open_;                      // class -> segment index (kNoSegment: none now)
   std::vector<uint64_t> map_;                       // lba -> (index + 1) << 24 | slot; 0 unmapped
   uint64_t now_ = 0, timestamp_us_ = 0;
   uint64_t n_blocks_ = 0, n_invalid_sealed_ = 0;

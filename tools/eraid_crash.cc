@@ -79,6 +79,7 @@ struct Options {
   uint64_t device_size = 32ull << 20;
   uint32_t min_ms = 30, max_ms = 400;
   std::string dir, plugin;
+  Policy policy = Policy::kElastic;
   bool keep = false;
 };
 
@@ -90,6 +91,7 @@ class Harness {
     ArrayDirOptions ao;
     ao.devices = 4;
     ao.device_size_bytes = o_.device_size;
+    ao.scheduler.policy = o_.policy;
     auto a = ArrayDir::Create(dir_ = o_.dir, ao, false);
     if (!a.ok()) return Fail("create: " + a.status().ToString());
     span_ = (*a)->volume().capacity_blocks() * 3 / 4;
@@ -292,7 +294,7 @@ class Harness {
 
 int main(int argc, char** argv) {
   Options o;
-  std::string size = "32M";
+  std::string size = "32M", policy = "elastic";
   bool soak = false;
   po::options_description desc(
       "eraid-crash [options]: SIGKILLs the NBD server under writes at seeded random moments, restarts\n"
@@ -305,6 +307,7 @@ int main(int argc, char** argv) {
       ("device-size", po::value(&size)->default_value(size), "flash per emulated drive")
       ("min-ms", po::value(&o.min_ms)->default_value(o.min_ms), "shortest time before a kill")
       ("max-ms", po::value(&o.max_ms)->default_value(o.max_ms), "longest time before a kill")
+      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
       ("dir", po::value(&o.dir), "where the array goes (default: a new temporary folder)")
       ("plugin", po::value(&o.plugin), "the nbdkit plugin (default: next to this program)")
       ("keep", po::bool_switch(&o.keep), "keep the array afterwards");
@@ -321,6 +324,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.device_size = *bytes;
+  auto pol = ParsePolicy(policy);
+  if (!pol.ok()) {
+    std::cerr << "eraid-crash: --policy: " << pol.status().message() << "\n";
+    return 2;
+  }
+  o.policy = *pol;
   if (o.connections == 0 || o.min_ms > o.max_ms) {
     std::cerr << "eraid-crash: --connections must be > 0 and --min-ms <= --max-ms\n";
     return 2;

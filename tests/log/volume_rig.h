@@ -19,7 +19,7 @@ namespace eraid {
 
 using Block = std::vector<std::byte>;
 
-// Devices of 4096 blocks each in one power domain; chunk 4 blocks, 4 rows per slot.
+// Devices in one power domain (by default of 4096 blocks; chunk 4 blocks, 4 rows per slot).
 struct Rig {
   PowerDomain power;
   std::vector<std::unique_ptr<MemBackend>> media;
@@ -30,18 +30,19 @@ struct Rig {
   VolumeOptions options;
 
   explicit Rig(const std::string& placement, uint32_t devices = 4,
-               GcTrigger gc_when = GcTrigger::kFreeSpace) {
+               GcTrigger gc_when = GcTrigger::kFreeSpace, uint64_t device_blocks = 4096,
+               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4) {
     options.placement = placement;
     options.gc_when = gc_when;
     for (uint32_t d = 0; d < devices; ++d) {
-      media.push_back(std::make_unique<MemBackend>(4096));
+      media.push_back(std::make_unique<MemBackend>(device_blocks));
       devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
       devs.back()->JoinPowerDomain(&power);
       ptrs.push_back(devs.back().get());
     }
     ArrayOptions ao;
-    ao.chunk_blocks = 4;
-    ao.rows_per_slot = 4;
+    ao.chunk_blocks = chunk_blocks;
+    ao.rows_per_slot = rows_per_slot;
     array = std::move(ElasticArray::Create(ptrs, ao)).value();
     auto v = Volume::Create(*array, options);
     EXPECT_TRUE(v.ok()) << v.status().ToString();

@@ -289,3 +289,41 @@ TEST(VolumeTest, BadRequests) {
 
 }  // namespace
 }  // namespace eraid
+
+namespace eraid {
+namespace {
+
+// Every restart seals the segments that were open, part-filled. Many restarts in a row,
+// a few hundred writes each, over three quarters of the capacity: GC must compact those
+// segments, and no write may fail for space (the served array met exactly this).
+TEST(VolumeTest, ManyRestartsNeverRunOutOfSpace) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  // The served array's shape at its smallest: 31 segments of 768 positions.
+  Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 16384, 16, 16);
+  std::printf("segments %u\n", rig.array->geometry().segments);
+  const uint64_t span = rig.volume->capacity_blocks() * 3 / 4;
+  Block b(kBlockSize);
+  for (int restart = 0; restart < 40; ++restart) {
+    const int writes = 20 + static_cast<int>(rng() % 800);
+    for (int i = 0; i < writes; ++i) {
+      FillBlockWithCompressibility(b, 50, rng);
+      if (rng() % 8 == 0) {
+        ASSERT_TRUE(rig.volume->Flush().ok());
+      }
+      if (rng() % 50 == 0) {
+        ASSERT_TRUE(rig.volume->Trim(rng() % span, 1).ok());
+      }
+      Status s = rig.volume->Write(rng() % span, b);
+      ASSERT_TRUE(s.ok()) << "restart " << restart << " write " << i << ": " << s.ToString() << "; free segments "
+                          << rig.array->stats().free_segments << " of " << rig.array->stats().segments;
+    }
+    ASSERT_TRUE(rig.volume->Flush().ok());
+    rig.PowerCutAndReopen(rng());
+    if (HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace eraid
