@@ -28,9 +28,7 @@ while [ $# -gt 0 ]; do
 done
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "conversion-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
-for tool in fio nbdkit; do
-  command -v $tool >/dev/null || { echo "conversion-bench: $tool missing (tools/install-deps.sh)" >&2; exit 1; }
-done
+need fio nbdkit
 DEVSIZE=$([ "$QUICK" = 1 ] && echo 128M || echo 512M)
 REGION=$([ "$QUICK" = 1 ] && echo 96M || echo 512M)
 WORK=$(mktemp -d "$TMPBASE/eraid-conversion-bench.XXXXXX")
