@@ -204,19 +204,22 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   const uint64_t n = BytesToBlocks(buf.size());
   if (n > options_.write_cache_blocks) return DrainCache().ok() ? DoWrite(lba, buf) : DrainCache();
   const uint64_t worst = n * (kRecordHeaderBytes + kBlockSize);
+  auto data = std::make_shared<std::vector<std::byte>>(buf.begin(), buf.end());
+  std::unique_lock lock(cache_mu_);
+  cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
+  if (!cache_error_.ok()) return cache_error_;
+  // Live bytes read together with the reservations (lock order: cache_mu_, then mu_). Read
+  // before them, a cached write stored meanwhile would count in neither — its reservation
+  // released, its bytes not yet seen — and admit a write the worker then fails for space.
   uint64_t live = 0, old = 0;
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard l(mu_);
     live = stats_.live_bytes;
     for (uint64_t i = 0; i < n; ++i) {
       uint64_t loc = map_[lba.value + i];
       if (loc != kUnmapped && loc != kLostBlock) old += LocLength(loc);
     }
   }
-  auto data = std::make_shared<std::vector<std::byte>>(buf.begin(), buf.end());
-  std::unique_lock lock(cache_mu_);
-  cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
-  if (!cache_error_.ok()) return cache_error_;
   if (live + cache_reserved_bytes_ + worst > usable_bytes_ + old) {
     lock.unlock();
     std::lock_guard l(mu_);
