@@ -161,7 +161,7 @@ TEST(DeviceFaultsTest, ASecondFailureDuringRebuildIsDataAtRiskNeverWrongData) {
   ASSERT_TRUE(rig.array->stats().degraded);
   Block back(kBlockSize);
   // Device 2 dies part-way through the rebuild of device 0.
-  rig.devs[2]->FailNthOp(10 + rng() % 60);
+  rig.devs[2]->CrashAfterOps(10 + rng() % 60);  // from its n-th operation on, nothing works
   Status rebuilt = Rebuild(rig, 0);
   EXPECT_FALSE(rebuilt.ok()) << "the rebuild cannot complete";
   const ArrayStats st = rig.array->stats();
