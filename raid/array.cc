@@ -243,13 +243,34 @@ Status ElasticArray::CheckpointBitmapLocked() {
     writes.push_back({d, BitmapSlotLba(checkpoint_slot_, geometry_.segments), buf});
   }
   io_->Write(writes);
-  io_->FlushAll();
+  FlushDevicesLocked();
   checkpoint_seq_ = journal_seq_;
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
 
-Status ElasticArray::JournalLocked(uint32_t segment) {
+void ElasticArray::FlushDevicesLocked() {
+  io_->FlushAll();
+  journal_unflushed_ = false;
+  std::vector<DeviceTrim> trims;
+  for (auto& [segment, t] : unmirror_awaiting_flush_) trims.insert(trims.end(), t.begin(), t.end());
+  unmirror_awaiting_flush_.clear();
+  for (uint32_t s : frees_awaiting_flush_) {
+    for (uint32_t d = 0; d < geometry_.devices; ++d) {
+      trims.push_back({d, geometry_.SegmentStart(SegmentId(s)), geometry_.segment_span_blocks()});
+    }
+  }
+  frees_awaiting_flush_.clear();
+  if (!trims.empty()) io_->Trim(trims);
+  // A seal record written before its blocks were durable could, at a crash, bound the
+  // segment's chain past what is on disk: it is written only now. (Journalling may
+  // checkpoint, which flushes again: the set is taken first.)
+  for (uint32_t s : std::exchange(seals_awaiting_flush_, {})) {
+    if (segments_[s]->entry.sealed) (void)JournalLocked(s, Durable::kAtNextFlush);
+  }
+}
+
+Status ElasticArray::JournalLocked(uint32_t segment, Durable when) {
   // Keep the ring from overwriting records the newest checkpoint does not cover.
   if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
   JournalRecord r{++journal_seq_, segment, segments_[segment]->entry};
@@ -258,7 +279,8 @@ Status ElasticArray::JournalLocked(uint32_t segment) {
   std::vector<DeviceWrite> writes;
   for (uint32_t d = 0; d < io_->count(); ++d) writes.push_back({d, JournalLba(r.seq, geometry_.segments), block});
   io_->Write(writes);
-  io_->FlushAll();  // the flip is durable before anything relies on it
+  journal_unflushed_ = true;
+  if (when == Durable::kNow) FlushDevicesLocked();  // the flip is durable before anything relies on it
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
@@ -311,6 +333,12 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
     if (devices[d]->capacity_blocks() < top.geometry.device_blocks_needed()) {
       return Status::InvalidArgument("device " + std::to_string(d) + " is smaller than the array needs");
     }
+    // Every round of superblock writes reaches every writable device before the next
+    // starts, so a crash leaves healthy devices at most one generation apart. A device
+    // further behind missed whole rounds: it was failed, and this is its old copy (a
+    // rebuild onto a replacement was cut before the replacement took its place). Its
+    // blocks are stale: it is failed again, to be rebuilt.
+    if (supers[d]->generation + 1 < top.generation) array->io_->Fail(d);
   }
   std::lock_guard lock(array->mu_);
   ERAID_RETURN_IF_ERROR(array->RecoverLocked());
@@ -323,6 +351,11 @@ Status ElasticArray::RecoverLocked() {
   uint64_t best_seq = 0;
   bool found = false;
   std::map<uint64_t, JournalRecord> records;
+  struct RingSlot {
+    uint32_t device, slot;
+    uint64_t seq;
+  };
+  std::vector<RingSlot> ring;
   std::vector<std::byte> buf(BlocksToBytes(BitmapBlocks(nseg))), block(kBlockSize);
   for (uint32_t d = 0; d < io_->count(); ++d) {
     if (io_->state(d) != DeviceState::kOk) continue;
@@ -339,7 +372,10 @@ Status ElasticArray::RecoverLocked() {
     for (uint32_t j = 0; j < kJournalBlocks; ++j) {
       if (!io_->device(d)->Read(Lba(2 + 2ull * BitmapBlocks(nseg) + j), block).ok()) continue;
       auto r = DecodeJournal(block);
-      if (r.ok() && r->segment < nseg) records.emplace(r->seq, *r);
+      if (r.ok() && r->segment < nseg) {
+        records.emplace(r->seq, *r);
+        ring.push_back({d, j, r->seq});
+      }
     }
   }
   if (!found) return Status::Corruption("no valid bitmap checkpoint on any healthy device");
@@ -347,6 +383,18 @@ Status ElasticArray::RecoverLocked() {
   for (auto it = records.upper_bound(best_seq); it != records.end() && it->first == journal_seq_ + 1; ++it) {
     best[it->second.segment] = it->second.entry;
     journal_seq_ = it->first;
+  }
+  // Records past a gap (written without a flush, while an earlier one was lost) were
+  // never in force; left in the ring, they would be taken for the new records that reuse
+  // their sequence numbers. They are zeroed, durably, before any new record is written.
+  std::vector<std::byte> zeros(kBlockSize);
+  std::vector<DeviceWrite> clear;
+  for (const RingSlot& r : ring) {
+    if (r.seq > journal_seq_) clear.push_back({r.device, 2 + 2ull * BitmapBlocks(nseg) + r.slot, zeros});
+  }
+  if (!clear.empty()) {
+    io_->Write(clear);
+    io_->FlushAll();
   }
   for (uint32_t s = 0; s < nseg; ++s) segments_[s]->entry = best[s];
   for (uint32_t s = 0; s < nseg; ++s) ERAID_RETURN_IF_ERROR(RecoverSegmentLocked(s));
@@ -435,7 +483,7 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
     }
     io_->Trim(trims);
   }
-  io_->FlushAll();
+  FlushDevicesLocked();
   if (seg.entry.scheme == SegmentScheme::kRaid5) {
     std::vector<DeviceTrim> trims;
     SchemeFor(SegmentScheme::kRaid10).RedundancyTrims(geometry_, s, &trims);  // the partial-row mirrors
@@ -455,8 +503,11 @@ Status ElasticArray::RecordOpenFrontiers() {
     Segment& seg = *segments_[i];
     if (!seg.open || seg.frontier <= seg.entry.frontier) continue;
     seg.entry.frontier = seg.frontier;
-    ERAID_RETURN_IF_ERROR(JournalLocked(i));
+    ERAID_RETURN_IF_ERROR(JournalLocked(i, Durable::kAtNextFlush));
   }
+  // Seal records wait for one flush and are durable after the next.
+  while (journal_unflushed_ || !seals_awaiting_flush_.empty()) FlushDevicesLocked();
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
 
@@ -465,13 +516,26 @@ Status ElasticArray::RecordOpenFrontiers() {
 Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
   if (scheme == SegmentScheme::kFree) return Status::InvalidArgument("a segment opens as raid5 or raid10");
   std::lock_guard lock(mu_);
-  for (uint32_t i = 0; i < segments_.size(); ++i) {
+  // A segment whose FREE record is not durable yet is taken only when no other is free,
+  // and only after a flush: trimming it first could, at a crash, leave a sealed segment
+  // with its blocks gone.
+  uint32_t pick = UINT32_MAX;
+  for (uint32_t i = 0; i < segments_.size() && pick == UINT32_MAX; ++i) {
+    if (segments_[i]->entry.scheme == SegmentScheme::kFree && !frees_awaiting_flush_.count(i)) pick = i;
+  }
+  if (pick == UINT32_MAX && !frees_awaiting_flush_.empty()) {
+    pick = *frees_awaiting_flush_.begin();
+    FlushDevicesLocked();
+  }
+  for (uint32_t i = pick; i < segments_.size(); ++i) {
     Segment& seg = *segments_[i];
     if (seg.entry.scheme != SegmentScheme::kFree) continue;
     seg.Reset();
-    // Start from zeros on every device: a crash may have dropped the trims of the
-    // segment's last Free, and a short last row must not meet stale blocks. The journal
-    // write's flush makes these trims durable.
+    // Start from zeros on every device (and end the old FlashAlloc ranges). Whether
+    // these trims and the record below are durable does not matter: nothing is
+    // acknowledged in the segment before a flush makes both so, recovery rewrites the
+    // rows of a segment it finds open (zeros past its frontier), and a seal writes the
+    // last row whole.
     std::vector<DeviceTrim> trims;
     for (uint32_t d = 0; d < geometry_.devices; ++d) {
       trims.push_back({d, geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks()});
@@ -479,7 +543,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     io_->Trim(trims);
     seg.entry = SegmentEntry{scheme, false, 0, journal_seq_ + 1};
     ++seg.incarnation;
-    ERAID_RETURN_IF_ERROR(JournalLocked(i));
+    ERAID_RETURN_IF_ERROR(JournalLocked(i, Durable::kAtNextFlush));
     seg.open = true;
     seg.row_buf.assign(BlocksToBytes(geometry_.row_blocks()), std::byte{0});
     io_->FlashAllocAll(geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks());
@@ -586,7 +650,7 @@ Status ElasticArray::FlushLocked() {
       seg.rows_to_unmirror.clear();
     }
   }
-  io_->FlushAll();
+  FlushDevicesLocked();
   // Parity of those rows is durable now: their slot-2 copies can go.
   for (const auto& trims : unmirror) io_->Trim(trims);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
@@ -604,22 +668,34 @@ Status ElasticArray::SealLocked(SegmentId s) {
   if (!seg.open) return Status::Ok();
   ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
   const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
-  if (seg.frontier > row_start && seg.entry.scheme == SegmentScheme::kRaid5) {
-    // The last row, padded with zeros, gets its parity like any full row.
+  if (seg.frontier > row_start) {
+    // The last row, zeros past the frontier, is written whole like any full row (RAID5
+    // with its parity, RAID10 with its copies): over whatever an earlier use of the
+    // segment left there, so no redundancy computation ever meets a stale block.
     AlignedBuffer scratch;
     std::vector<DeviceWrite> writes;
     SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
     io_->Write(writes);
-    if (seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
-    seg.row_synced = static_cast<uint32_t>(seg.frontier - row_start);
+    if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
   }
-  ERAID_RETURN_IF_ERROR(FlushLocked());  // RAID10's partial row is written (both copies) here
+  // Rows flushed part-full kept slot-2 copies; they go once the parity above is durable.
+  for (uint32_t row : seg.rows_to_unmirror) {
+    for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
+      Place m = geometry_.Mirror(s, geometry_.PositionOf(row, j, 0));
+      unmirror_awaiting_flush_[s.value].push_back({m.device, m.lba, geometry_.chunk_blocks});
+    }
+  }
+  seg.rows_to_unmirror.clear();
   seg.open = false;
   seg.row_buf.clear();
   seg.row_buf.shrink_to_fit();
   seg.entry.sealed = true;
   seg.entry.frontier = seg.frontier;
-  return JournalLocked(s.value);
+  // No flush here: the seal record is written after the next flush (of whatever cause)
+  // has made the blocks durable, and is durable after the one following it.
+  seals_awaiting_flush_.insert(s.value);
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return Status::Ok();
 }
 
 Status ElasticArray::Seal(SegmentId s) {
@@ -636,17 +712,16 @@ Status ElasticArray::Free(SegmentId s) {
   Segment& seg = *segments_[s.value];
   if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
   // Flip first: once FREE is durable, nothing reads the segment; the trims only give
-  // the space back (and, with FlashAlloc, end the segment's dedicated erase units).
+  // the space back (and, with FlashAlloc, end the segment's dedicated erase units). The
+  // record rides on the next flush, and the trims follow it.
   seg.entry = SegmentEntry{};
   seg.open = false;
   seg.Reset();
   ++seg.incarnation;
-  ERAID_RETURN_IF_ERROR(JournalLocked(s.value));
-  std::vector<DeviceTrim> trims;
-  for (uint32_t d = 0; d < geometry_.devices; ++d) {
-    trims.push_back({d, geometry_.SegmentStart(s), geometry_.segment_span_blocks()});
-  }
-  io_->Trim(trims);
+  ERAID_RETURN_IF_ERROR(JournalLocked(s.value, Durable::kAtNextFlush));
+  seals_awaiting_flush_.erase(s.value);
+  unmirror_awaiting_flush_.erase(s.value);  // the segment's trims cover these
+  frees_awaiting_flush_.insert(s.value);
   return Status::Ok();
 }
 
@@ -776,6 +851,8 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
     if (seg.converting) return Status::Busy("segment is being converted already");
     from = seg.entry.scheme;
     if (from == to) return Status::Ok();
+    // Trims that wait for a flush must not meet the redundancy written below.
+    if (unmirror_awaiting_flush_.count(s.value)) FlushDevicesLocked();
     seg.converting = true;
     incarnation = seg.incarnation;
     rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
@@ -809,7 +886,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   }
   // 2. Durable before the flip; 3. flip (journalled, flushed); 4. drop the old.
   std::lock_guard lock(mu_);
-  io_->FlushAll();
+  FlushDevicesLocked();
   if (Status st = still(); !st.ok()) return finish(st);
   seg.entry.scheme = to;
   seg.converting = false;
@@ -903,7 +980,7 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
     }
   }
   std::lock_guard lock(mu_);
-  io_->FlushAll();
+  FlushDevicesLocked();
   if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
   io_->set_state(device, DeviceState::kOk);
   return WriteSuperblocksLocked();
@@ -941,7 +1018,7 @@ Result<ScrubReport> ElasticArray::Scrub() {
       }
     }
   }
-  io_->FlushAll();
+  FlushDevicesLocked();
   report.crc_mismatches = stats_.crc_mismatches - before.crc_mismatches;
   report.repaired += stats_.repairs - before.repairs;
   report.unrepairable = stats_.data_loss - before.data_loss;

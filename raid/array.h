@@ -28,6 +28,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <set>
 #include <memory>
 #include <array>
 #include <atomic>
@@ -42,6 +44,7 @@
 #include "compress/backend.h"
 #include "raid/geometry.h"
 #include "raid/metadata.h"
+#include "raid/scheme.h"
 
 namespace eraid {
 
@@ -114,13 +117,19 @@ class ElasticArray {
   const ArrayGeometry& geometry() const { return geometry_; }
   uint64_t array_id() const { return array_id_; }
 
-  // Opens a free segment in `scheme` (the lowest-numbered free one); NoSpace if none.
+  // Opens a free segment in `scheme` (the lowest-numbered free one, preferring those whose
+  // free is durable); NoSpace if none. Durable at the next flush, like the blocks appended
+  // to it (a crash before then leaves it free, and nothing in it was acknowledged).
   Result<SegmentId> AllocateSegment(SegmentScheme scheme);
   // Appends one block; returns its position. NoSpace when the segment is full.
   Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
                           uint64_t tag_time);
   // Data blocks that surely fit in an open segment (a slot is kept for a summary).
   uint32_t Remaining(SegmentId s) const;
+  // Seal: no flush of its own; the seal record is written after the next flush (which
+  // makes the blocks durable) and is durable after the one following it. A crash before
+  // then leaves an open segment, which recovery completes and seals. Free: durable at the
+  // next flush, and the segment's space is trimmed after it.
   Status Seal(SegmentId s);
   Status Free(SegmentId s);
   Status Read(SegmentId s, uint32_t position, std::span<std::byte> out);
@@ -156,7 +165,18 @@ class ElasticArray {
                const Clock& clock);
 
   Status WriteSuperblocksLocked();
-  Status JournalLocked(uint32_t segment);
+  // A journal record of the segment's current entry. kNow flushes every device after it:
+  // for a flip something relies on at once (a conversion, recovery). kAtNextFlush only
+  // writes it, and whatever flush comes next makes it durable (the ring is replayed in
+  // order, so no later record survives a crash without it). Until then a crash leaves
+  // the segment as it was before the record, which recovery handles
+  // (docs/format/raid.md, "When records become durable").
+  enum class Durable { kNow, kAtNextFlush };
+  Status JournalLocked(uint32_t segment, Durable when = Durable::kNow);
+  // Flushes every device, then does what waited for that flush: the trims of freed
+  // segments (their FREE records are durable now) and of rows whose parity is, and the
+  // seal records of segments whose blocks are (written now, durable at the next flush).
+  void FlushDevicesLocked();
   Status CheckpointBitmapLocked();
   Status RecoverLocked();
   Status RecoverSegmentLocked(uint32_t s);
@@ -190,6 +210,13 @@ class ElasticArray {
   uint64_t journal_seq_ = 0;       // last journal record written
   uint64_t checkpoint_seq_ = 0;    // journal seq the newest bitmap checkpoint covers
   uint32_t checkpoint_slot_ = 0;
+  // Work that waits for the next flush of every device (FlushDevicesLocked).
+  std::set<uint32_t> frees_awaiting_flush_;    // freed; trimmed once FREE is durable
+  std::set<uint32_t> seals_awaiting_flush_;    // sealed; journalled once the blocks are durable
+  // Per sealed RAID5 segment: slot-2 copies of rows flushed part-full, whose parity is
+  // written (a conversion first flushes them away: it may write slot-2 itself).
+  std::map<uint32_t, std::vector<DeviceTrim>> unmirror_awaiting_flush_;
+  bool journal_unflushed_ = false;             // a kAtNextFlush record not yet flushed
 };
 
 }  // namespace eraid

@@ -4,13 +4,14 @@
 // loses or keeps (seeded) what was not flushed. Now and then a device fails and is
 // rebuilt onto a fresh one, so cuts land inside rebuilds too (a device caught mid-rebuild
 // comes back failed, and is rebuilt again after the reopen). After every reopen:
-//   - every block acknowledged by a completed Flush() (or in a sealed segment) reads back
+//   - every block acknowledged by a completed Flush() reads back
 //     intact, in a segment whose scheme is the old or the new one of any conversion;
 //   - scrub finds no disagreement between data and redundancy, and nothing unrepairable;
 //   - with any one device then failed, everything still reads back.
 // ERAID_SEED=N replays one seed; ERAID_RAID_CRASH_SEEDS=K runs K (default 200).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -100,9 +101,18 @@ void RunSeed(uint64_t seed, Totals* totals) {
         }
       }
     }
-    // Open segments were completed and sealed by recovery; unflushed blocks may be gone.
+    // Open segments were completed and sealed by recovery, or are free again (no flush
+    // made their allocation durable: then nothing in them was acknowledged); unflushed
+    // blocks may be gone.
     for (uint32_t s : open) sealed.insert(s);
     open.clear();
+    std::erase_if(sealed, [&](uint32_t s) {
+      if (array->segment_info(SegmentId(s)).scheme != SegmentScheme::kFree) return false;
+      EXPECT_FALSE(std::any_of(durable.begin(), durable.end(), [&](const auto& kv) { return kv.first.first == s; }))
+          << "segment " << s << " came back free with acknowledged blocks";
+      allowed.erase(s);
+      return true;
+    });
     pending.clear();
     for (auto& [seg, schemes] : allowed) schemes = {array->segment_info(SegmentId(seg)).scheme};
     // A device caught mid-rebuild is failed now: rebuild it again (no power cut armed).
@@ -126,7 +136,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
           if (std::getenv("ERAID_DEBUG")) std::printf("allocate %s: %s\n", raid_format::SchemeName(scheme), s.ok() ? std::to_string(s->value).c_str() : s.status().ToString().c_str());
           if (!s.ok()) break;  // power cut, or full
           open.insert(s->value);
-          allowed[s->value] = {scheme};
+          allowed[s->value] = {scheme, SegmentScheme::kFree};  // free again if no flush followed
           continue;
         }
         uint32_t s = *std::next(open.begin(), static_cast<long>(rng() % open.size()));
@@ -139,14 +149,15 @@ void RunSeed(uint64_t seed, Totals* totals) {
         }
       } else if (r < 65) {
         if (array->Flush().ok()) {
+          if (std::getenv("ERAID_DEBUG")) std::printf("flush\n");
           durable.merge(pending);
           pending.clear();
+          for (auto& [seg, schemes] : allowed) schemes.erase(SegmentScheme::kFree);
         }
       } else if (r < 75 && !open.empty()) {
         uint32_t s = *open.begin();
-        if (array->Seal(SegmentId(s)).ok()) {
-          durable.merge(pending);  // sealing flushes everything
-          pending.clear();
+        if (array->Seal(SegmentId(s)).ok()) {  // not a flush: the seal is durable after two
+          if (std::getenv("ERAID_DEBUG")) std::printf("seal %u\n", s);
           open.erase(s);
           sealed.insert(s);
         }
@@ -154,7 +165,9 @@ void RunSeed(uint64_t seed, Totals* totals) {
         uint32_t s = *std::next(sealed.begin(), static_cast<long>(rng() % sealed.size()));
         auto from = array->segment_info(SegmentId(s)).scheme;
         auto to = from == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+        const bool may_be_free = allowed[s].count(SegmentScheme::kFree) > 0;  // until the conversion's flush
         allowed[s] = {from, to};
+        if (may_be_free) allowed[s].insert(SegmentScheme::kFree);
         converting = true;
         Status st = array->Convert(SegmentId(s), to);
         if (std::getenv("ERAID_DEBUG")) std::printf("convert %u to %s: %s\n", s, raid_format::SchemeName(to), st.ToString().c_str());
@@ -181,6 +194,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
         uint32_t s = *sealed.begin();
         // From here the segment may be gone: stop expecting its blocks.
         std::erase_if(durable, [&](const auto& kv) { return kv.first.first == s; });
+        std::erase_if(pending, [&](const auto& kv) { return kv.first.first == s; });
         allowed.erase(s);
         sealed.erase(s);
         Status fs = array->Free(SegmentId(s));
