@@ -72,7 +72,9 @@ class Backend {
   virtual std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const;
 
   // Synchronous conveniences: submit, then poll until this operation has completed.
-  Status Read(Lba lba, std::span<std::byte> buf);
+  // Read is virtual: a backend may serve it without its queue (FileBackend does, so that
+  // concurrent readers never wait on one another's completions).
+  virtual Status Read(Lba lba, std::span<std::byte> buf);
   Status Write(Lba lba, std::span<const std::byte> buf);
   Status Trim(Lba lba, uint64_t count_blocks);
   Status Flush();

@@ -229,6 +229,7 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   }
   const uint64_t id = next_cache_id_++;
   for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
+  cached_size_.store(cached_.size(), std::memory_order_release);
   cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr});
   cache_blocks_ += n;
   cache_reserved_bytes_ += worst;
@@ -239,6 +240,9 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
 
 Status CompressedDrive::CachedRead(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  // Nothing cached (a read-mostly load): the lock and the lookups are skipped. A write
+  // acknowledged before this read began counts in cached_size_ until it is stored.
+  if (cached_size_.load(std::memory_order_acquire) == 0) return DoRead(lba, buf);
   const uint64_t n = BytesToBlocks(buf.size());
   std::vector<bool> hit(n, false);
   bool any = false;
@@ -305,6 +309,7 @@ void CompressedDrive::CacheWorker() {
         auto it = cached_.find(w.lba + i);
         if (it != cached_.end() && it->second.id == w.id) cached_.erase(it);
       }
+      cached_size_.store(cached_.size(), std::memory_order_release);
       cache_blocks_ -= w.blocks;
       cache_reserved_bytes_ -= w.blocks * (kRecordHeaderBytes + kBlockSize);
       if (!results[b].ok() && cache_error_.ok()) {
@@ -317,41 +322,63 @@ void CompressedDrive::CacheWorker() {
 
 Status CompressedDrive::DoRead(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
-  const uint64_t n = BytesToBlocks(buf.size());
-  std::vector<std::vector<std::byte>> records(n);
-  {
-    std::lock_guard lock(mu_);
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t loc = map_[lba.value + i];
+  for (uint64_t i = 0; i < BytesToBlocks(buf.size()); ++i) {
+    ERAID_RETURN_IF_ERROR(ReadBlock(lba.value + i, buf.data() + BlocksToBytes(i)));
+  }
+  return Status::Ok();
+}
+
+Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
+  // The record is found under the lock, and read from flash without it: records are
+  // never rewritten in place, so the bytes at its location stay its own until its erase
+  // unit is erased, which bumps erasures_. A read that saw an erase go by is done again
+  // under the lock (rare: drive GC).
+  thread_local std::vector<std::byte> record, pages;
+  for (int attempt = 0;; ++attempt) {
+    uint64_t loc = 0, erasures = 0;
+    bool from_flash = false;
+    {
+      std::lock_guard lock(mu_);
+      loc = map_[block];
       if (loc == kLostBlock) {
         ++stats_.corrupt_reads;
-        return Status::Corruption("lba " + std::to_string(lba.value + i) + " was lost to a bad CRC");
+        return Status::Corruption("lba " + std::to_string(block) + " was lost to a bad CRC");
       }
-      if (loc != kUnmapped) ERAID_RETURN_IF_ERROR(ReadRecordLocked(loc, &records[i]));
+      if (loc == kUnmapped) {
+        std::memset(out, 0, kBlockSize);
+        return Status::Ok();
+      }
+      if (attempt > 0 || !OnFlashLocked(loc)) {
+        ERAID_RETURN_IF_ERROR(ReadRecordLocked(loc, &record));
+      } else {
+        from_flash = true;
+        erasures = erasures_.load(std::memory_order_relaxed);
+      }
     }
-  }
-  for (uint64_t i = 0; i < n; ++i) {
-    std::byte* out = buf.data() + BlocksToBytes(i);
-    if (records[i].empty()) {
-      std::memset(out, 0, kBlockSize);
-      continue;
+    if (from_flash) {
+      const uint64_t offset = LocOffset(loc);
+      const uint32_t len = LocLength(loc);
+      const uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
+      pages.resize(BlocksToBytes(last - first + 1));
+      Status s = flash_.Read(Lba(first), pages);
+      if (erasures_.load(std::memory_order_acquire) != erasures) continue;
+      ERAID_RETURN_IF_ERROR(s);
+      record.assign(pages.begin() + static_cast<long>(offset % kBlockSize),
+                    pages.begin() + static_cast<long>(offset % kBlockSize + len));
     }
-    auto h = DecodeRecord(records[i], /*check_crc=*/true);
+    auto h = DecodeRecord(record, /*check_crc=*/true);
     Status s = h.ok() ? Status::Ok() : h.status();
-    if (s.ok() && (h->type != RecordType::kData || h->lba != lba.value + i)) {
+    if (s.ok() && (h->type != RecordType::kData || h->lba != block)) {
       s = Status::Corruption("record belongs to another lba");
     }
-    if (s.ok()) {
-      s = DecompressBlock(h->codec,
-                          std::span(records[i]).subspan(kRecordHeaderBytes, h->payload_bytes), out);
-    }
+    if (s.ok()) s = DecompressBlock(h->codec, std::span(record).subspan(kRecordHeaderBytes, h->payload_bytes), out);
     if (!s.ok()) {
       std::lock_guard lock(mu_);
       ++stats_.corrupt_reads;
-      return s.WithContext("read lba " + std::to_string(lba.value + i));
+      return s.WithContext("read lba " + std::to_string(block));
     }
+    return Status::Ok();
   }
-  return Status::Ok();
 }
 
 Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf) {
@@ -593,6 +620,12 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
   return WritePagesLocked(s, /*include_partial=*/false);
 }
 
+bool CompressedDrive::OnFlashLocked(uint64_t loc) const {
+  const auto index = static_cast<uint32_t>((LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_);
+  const Eu& eu = eus_[index];
+  return !(eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index);
+}
+
 Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out) {
   const uint64_t offset = LocOffset(loc);
   const uint32_t len = LocLength(loc);
@@ -705,6 +738,7 @@ Status CompressedDrive::CollectLocked() {
       ERAID_RETURN_IF_ERROR(SyncUpToLocked(needed));
     }
     for (uint32_t v : pending) {
+      erasures_.fetch_add(1, std::memory_order_release);  // before the bytes go (DoRead)
       ERAID_RETURN_IF_ERROR(flash_.Trim(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), eu_blocks_));
       eus_[v] = Eu{};
       free_eus_.push_back(v);

@@ -144,6 +144,7 @@ class CompressedDrive final : public Backend {
   CompressedDrive(Backend& flash, const DriveOptions& options, const Geometry& geometry);
 
   Status DoRead(Lba lba, std::span<std::byte> buf);
+  Status ReadBlock(uint64_t block, std::byte* out);
   Status DoWrite(Lba lba, std::span<const std::byte> buf);
   // The write cache (options_.write_cache_blocks > 0).
   Status CacheWrite(Lba lba, std::span<const std::byte> buf);
@@ -154,6 +155,8 @@ class CompressedDrive final : public Backend {
   Status DoTrim(Lba lba, uint64_t count_blocks);
 
   // All REQUIRE mu_ held.
+  // The record at `loc` is on flash (not only in an open erase unit's buffer).
+  bool OnFlashLocked(uint64_t loc) const;
   Status FlushLocked();
   // Makes every record with seq <= `seq` durable, writing only the streams that hold one.
   Status SyncUpToLocked(uint64_t seq);
@@ -187,6 +190,7 @@ class CompressedDrive final : public Backend {
 
   CompletionQueue completions_;
   mutable std::mutex mu_;
+  std::atomic<uint64_t> erasures_{0};  // erase units erased so far (bumped under mu_)
   std::vector<uint64_t> map_;  // LBA -> packed record location; 0 = unmapped
   std::vector<Eu> eus_;
   std::vector<uint32_t> free_eus_;
@@ -201,7 +205,7 @@ class CompressedDrive final : public Backend {
   uint64_t use_clock_ = 0;  // orders FlashAlloc ranges for eviction
   DriveStats stats_;
 
-  // The write cache. cache_mu_ is never held while taking mu_ or the other way round.
+  // The write cache. Lock order: cache_mu_, then mu_ (never the other way round).
   // A cached write, or (flush set) a flush that completes once every write before it is
   // stored and the flash is flushed: the drives of an array flush in parallel.
   struct CachedWrite {
@@ -221,6 +225,7 @@ class CompressedDrive final : public Backend {
     uint64_t offset;
   };
   std::unordered_map<uint64_t, CachedBlock> cached_;
+  std::atomic<size_t> cached_size_{0};  // cached_.size(), for reads that find it empty
   uint64_t cache_blocks_ = 0;          // queued or being stored
   uint64_t cache_reserved_bytes_ = 0;  // worst-case record bytes of those
   uint64_t next_cache_id_ = 1;

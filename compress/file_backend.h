@@ -47,6 +47,9 @@ class FileBackend final : public Backend {
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
   size_t Poll(bool wait) override;
+  // A synchronous read on a small ring of the calling thread's own: no lock, and no wait
+  // behind other threads' operations on the shared ring (a flush, a punted write).
+  Status Read(Lba lba, std::span<std::byte> buf) override;
   size_t in_flight() const override { return in_flight_.load(std::memory_order_acquire); }
 
  private:

@@ -1051,16 +1051,19 @@ ArrayStats ElasticArray::stats() const {
   return s;
 }
 
-SegmentInfo ElasticArray::segment_info(SegmentId s) const {
-  std::lock_guard lock(mu_);
+SegmentInfo ElasticArray::segment_info(SegmentId s, bool usage) const {
+  // Shared: the device queries below take a while (a scheduler pass asks for every
+  // segment), and user reads need not wait for them.
+  std::shared_lock lock(mu_);
   SegmentInfo info;
   const Segment& seg = *segments_.at(s.value);
   info.scheme = seg.entry.scheme;
   info.open = seg.open;
   info.sealed = seg.entry.sealed;
   info.frontier = seg.frontier;
+  info.generation = seg.entry.generation;
   info.summaries_lost = seg.summaries_lost;
-  if (seg.entry.scheme == SegmentScheme::kFree) return info;
+  if (seg.entry.scheme == SegmentScheme::kFree || !usage) return info;
   RangeUsage data, parity, all;
   for (uint32_t d = 0; d < io_->count(); ++d) {
     if (!io_->writable(d)) continue;

@@ -81,6 +81,7 @@ struct SegmentInfo {
   SegmentScheme scheme = SegmentScheme::kFree;
   bool open = false, sealed = false;
   uint32_t frontier = 0;        // positions written
+  uint64_t generation = 0;      // which allocation of the segment this is (raid format)
   // From the drives, where they can tell (0 otherwise): compression of the data chunks
   // and of the parity chunks (RAID5) of this segment.
   double alpha_usr = 0, alpha_pty = 0;
@@ -155,7 +156,8 @@ class ElasticArray {
   Result<ScrubReport> Scrub();
 
   ArrayStats stats() const;
-  SegmentInfo segment_info(SegmentId s) const;
+  // With usage = false, only the array's own state: no device queries (cheap).
+  SegmentInfo segment_info(SegmentId s, bool usage = true) const;
 
   struct Segment;  // public for the scheme implementations (raid/scheme.h)
   class Io;

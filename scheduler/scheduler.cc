@@ -101,6 +101,17 @@ void Scheduler::Refill() {
   last_refill_ns_ = now;
 }
 
+SegmentInfo Scheduler::InfoLocked(SegmentId s, uint64_t devices) {
+  if (info_cache_.size() <= s.value) info_cache_.resize(array_.geometry().segments);
+  CachedInfo& c = info_cache_[s.value];
+  const SegmentInfo now = array_.segment_info(s, /*usage=*/false);
+  if (!now.sealed || now.generation != c.generation || now.scheme != c.scheme || devices != c.devices ||
+      !c.info.sealed) {
+    c = CachedInfo{now.generation, now.scheme, devices, array_.segment_info(s)};
+  }
+  return c.info;
+}
+
 std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use) {
   const double budget = options_.beta * double(use.flash_bytes);
   const double used = double(use.used_bytes);
@@ -117,6 +128,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   };
   std::vector<Seen> raid5, raid10;
   const auto sealed = volume_.SealedSegments();
+  uint64_t devices = 0;  // a fingerprint of the device states
+  for (const DeviceStats& d : array_.stats().devices) devices = devices * 7 + uint64_t(d.state) + 1;
   std::vector<bool> is_sealed(free_mirror_.size(), false);
   for (const auto& [s, gp] : sealed) is_sealed[s.value] = true;
   for (size_t i = 0; i < free_mirror_.size(); ++i) {
@@ -128,7 +141,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
       ++stats_.skipped_for_gc;
       continue;
     }
-    const SegmentInfo info = array_.segment_info(s);
+    const SegmentInfo info = InfoLocked(s, devices);
     if (!info.sealed) continue;
     const uint64_t bytes = BlocksToBytes(info.frontier);
     const double a_usr = info.alpha_usr > 0 ? info.alpha_usr : 1.0;

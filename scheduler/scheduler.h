@@ -121,6 +121,17 @@ class Scheduler final : public VolumeListener {
   mutable std::mutex decide_mu_;
   std::vector<bool> busy_;       // segments a worker is converting now
   std::vector<bool> free_mirror_;  // made RAID10 by the autonomous rule: never demoted for space
+  // What the drives said of each sealed segment (compression, physical bytes), kept while
+  // the segment is the same allocation in the same scheme and no device changed state:
+  // a pass then asks the drives only about segments sealed or converted since.
+  struct CachedInfo {
+    uint64_t generation = 0;
+    SegmentScheme scheme = SegmentScheme::kFree;
+    uint64_t devices = 0;
+    SegmentInfo info;
+  };
+  std::vector<CachedInfo> info_cache_;
+  SegmentInfo InfoLocked(SegmentId s, uint64_t devices);
   double tokens_ = 0;            // bytes the throttle lets through now (may go negative)
   uint64_t last_refill_ns_ = 0;
   SchedulerStats stats_;
