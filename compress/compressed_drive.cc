@@ -167,7 +167,7 @@ void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCal
   completions_.Push(std::move(done), options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
 }
 void CompressedDrive::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
-  Status s = DrainCache();
+  Status s = DrainCacheOf(lba, count_blocks);
   completions_.Push(std::move(done), s.ok() ? DoTrim(lba, count_blocks) : s);
 }
 void CompressedDrive::SubmitFlush(IoCallback done) {
@@ -262,6 +262,24 @@ Status CompressedDrive::CachedRead(Lba lba, std::span<std::byte> buf) {
     if (!hit[i]) ERAID_RETURN_IF_ERROR(DoRead(Lba(lba.value + i), buf.subspan(BlocksToBytes(i), kBlockSize)));
   }
   return Status::Ok();
+}
+
+Status CompressedDrive::DrainCacheOf(Lba lba, uint64_t count_blocks) {
+  if (!options_.write_cache_blocks) return Status::Ok();
+  // Only writes of these blocks must be stored first (a trim, a FlashAlloc range): the
+  // array trims a segment as it allocates it, when nothing of it is cached, and waiting
+  // for the whole cache there stalled every writer behind it.
+  bool any = false;
+  {
+    std::lock_guard lock(cache_mu_);
+    if (count_blocks < cached_.size()) {
+      for (uint64_t b = lba.value; b < lba.value + count_blocks && !any; ++b) any = cached_.count(b) > 0;
+    } else {
+      for (const auto& [b, c] : cached_) any |= b >= lba.value && b - lba.value < count_blocks;
+    }
+    if (!any) return cache_error_;
+  }
+  return DrainCache();
 }
 
 Status CompressedDrive::DrainCache() {
@@ -461,7 +479,7 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
     return Status::NotSupported("FlashAlloc is disabled on " + name());
   }
   ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
-  ERAID_RETURN_IF_ERROR(DrainCache());  // cached writes belong to the streams of before
+  ERAID_RETURN_IF_ERROR(DrainCacheOf(lba, count_blocks));  // cached writes of the range: the streams of before
   std::lock_guard lock(mu_);
   const uint64_t end = lba.value + count_blocks;
   // A new range replaces any it overlaps.

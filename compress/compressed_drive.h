@@ -151,6 +151,8 @@ class CompressedDrive final : public Backend {
   Status CachedRead(Lba lba, std::span<std::byte> buf);
   // Waits until every cached write is stored; returns the sticky background error.
   Status DrainCache();
+  // The same, only if a cached write falls in [lba, lba + count_blocks).
+  Status DrainCacheOf(Lba lba, uint64_t count_blocks);
   void CacheWorker();
   Status DoTrim(Lba lba, uint64_t count_blocks);
 

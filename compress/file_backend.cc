@@ -59,7 +59,7 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
     return Status::InvalidArgument(path + " is smaller than one 4 KiB block");
   }
   auto backend = std::unique_ptr<FileBackend>(
-      new FileBackend(path, fd, BytesToBlocks(size_bytes), is_bdev, options.queue_depth));
+      new FileBackend(path, fd, BytesToBlocks(size_bytes), is_bdev, options.queue_depth, options.direct));
   int rc = io_uring_queue_init(options.queue_depth, &backend->ring_, 0);
   if (rc < 0) {
     backend->ring_.ring_fd = -1;
@@ -69,11 +69,12 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
 }
 
 FileBackend::FileBackend(std::string path, int fd, uint64_t capacity_blocks,
-                         bool is_block_device, uint32_t queue_depth)
+                         bool is_block_device, uint32_t queue_depth, bool direct)
     : path_(std::move(path)),
       fd_(fd),
       capacity_blocks_(capacity_blocks),
       is_block_device_(is_block_device),
+      buffered_(!is_block_device && !direct),
       queue_depth_(queue_depth),
       ops_(queue_depth),
       published_(new std::atomic<uint64_t>[queue_depth]) {
@@ -86,6 +87,7 @@ FileBackend::FileBackend(std::string path, int fd, uint64_t capacity_blocks,
 FileBackend::~FileBackend() {
   if (ring_.ring_fd >= 0) {
     while (in_flight() > 0) Poll(true);
+    while (kicks_in_flight_.load() > 0) Reap(true, /*kicks_too=*/true);
     Poll(false);
     io_uring_queue_exit(&ring_);
   }
@@ -138,6 +140,9 @@ void FileBackend::PrepLocked(Op* op) {
     case OpKind::kNop:
       io_uring_prep_nop(sqe);
       break;
+    case OpKind::kWriteback:
+      io_uring_prep_sync_file_range(sqe, fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // the whole file
+      break;
   }
   io_uring_sqe_set_data(sqe, op);
   // Last touch of *op by the submitter: publish it to whichever thread reaps it.
@@ -173,6 +178,16 @@ void FileBackend::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallbac
   *op = Op{OpKind::kWrite, BlocksToBytes(lba.value), const_cast<std::byte*>(buf.data()),
            buf.size(), 0, {}, std::move(done)};
   Prep(op);
+  if (buffered_ && unkicked_bytes_.fetch_add(buf.size()) + buf.size() >= kWritebackKickBytes) {
+    unkicked_bytes_ = 0;
+    // Not the caller's operation: it is kept out of in_flight() (a hint; its outcome is
+    // not needed, and a caller waiting for its own operations never waits for it).
+    Op* kick = AcquireOp();
+    kicks_in_flight_.fetch_add(1);
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    *kick = Op{OpKind::kWriteback, 0, nullptr, 0, 0, {}, [](Status) {}};
+    Prep(kick);
+  }
 }
 
 void FileBackend::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
@@ -237,7 +252,9 @@ Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
   return Status::Ok();
 }
 
-size_t FileBackend::Poll(bool wait) {
+size_t FileBackend::Poll(bool wait) { return Reap(wait, false); }
+
+size_t FileBackend::Reap(bool wait, bool kicks_too) {
   std::vector<std::pair<IoCallback, Status>> finished;
   {
     std::lock_guard lock(early_mu_);
@@ -259,7 +276,7 @@ size_t FileBackend::Poll(bool wait) {
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_peek_cqe(&ring_, &cqe);
       if (rc != 0 || cqe == nullptr) {
-        if (!block || in_flight() == 0) break;
+        if (!block || in_flight() + (kicks_too ? kicks_in_flight_.load() : 0) == 0) break;
         rc = io_uring_wait_cqe(&ring_, &cqe);
         if (rc == -EINTR) continue;
         if (rc != 0 || cqe == nullptr) break;
@@ -284,9 +301,10 @@ size_t FileBackend::Poll(bool wait) {
           continue;
         }
       }
+      const bool kick = op->kind == OpKind::kWriteback;
       finished.emplace_back(std::move(op->callback), std::move(s));
       ReleaseOp(op);
-      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      (kick ? kicks_in_flight_ : in_flight_).fetch_sub(1, std::memory_order_acq_rel);
     }
   }
   for (auto& [cb, s] : finished) cb(std::move(s));

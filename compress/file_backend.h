@@ -7,7 +7,10 @@
 // for the remainder. Trim punches a hole in a regular file (reads then return zeros) and
 // issues BLKDISCARD on a block device. Flush is fdatasync.
 //
-// With `direct` (O_DIRECT) every buffer must be 4 KiB aligned.
+// With `direct` (O_DIRECT) every buffer must be 4 KiB aligned. Without it, every
+// kWritebackKickBytes written the file's dirty pages are sent to the disk in the
+// background (sync_file_range WRITE, through the ring): the page cache of a large machine
+// would otherwise hold gigabytes until a Flush, which then waits for all of them.
 //
 // Thread-safety: Submit*() and Poll() may be called from several threads; the submission
 // side and the completion side of the ring each have their own lock, and callbacks run
@@ -53,7 +56,8 @@ class FileBackend final : public Backend {
   size_t in_flight() const override { return in_flight_.load(std::memory_order_acquire); }
 
  private:
-  enum class OpKind : uint8_t { kRead, kWrite, kTrim, kFlush, kNop };
+  enum class OpKind : uint8_t { kRead, kWrite, kTrim, kFlush, kNop, kWriteback };
+  static constexpr uint64_t kWritebackKickBytes = 256 << 10;
   struct Op {
     OpKind kind;
     uint64_t offset_bytes;
@@ -65,7 +69,7 @@ class FileBackend final : public Backend {
   };
 
   FileBackend(std::string path, int fd, uint64_t capacity_blocks, bool is_block_device,
-              uint32_t queue_depth);
+              uint32_t queue_depth, bool direct);
   // Takes a free op slot, polling for completions while none is free.
   Op* AcquireOp();
   void ReleaseOp(Op* op);
@@ -74,11 +78,16 @@ class FileBackend final : public Backend {
   void Prep(Op* op);
   // Completes `op` with `s` from outside the ring (argument errors).
   void CompleteEarly(IoCallback done, Status s);
+  // Poll(), optionally also waiting for writeback kicks (the destructor).
+  size_t Reap(bool wait, bool kicks_too);
 
   const std::string path_;
   const int fd_;
   const uint64_t capacity_blocks_;
   const bool is_block_device_;
+  const bool buffered_;                       // a regular file without O_DIRECT
+  std::atomic<uint64_t> unkicked_bytes_{0};   // written since the last writeback kick
+  std::atomic<size_t> kicks_in_flight_{0};    // writeback kicks, not counted in in_flight_
   const uint32_t queue_depth_;
 
   io_uring ring_;

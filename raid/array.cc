@@ -232,9 +232,14 @@ Status ElasticArray::WriteSuperblocksLocked() {
   return written > 0 ? Status::Ok() : Status::IoError("no device accepted the superblock");
 }
 
-Status ElasticArray::CheckpointBitmapLocked() {
+uint64_t ElasticArray::WriteCheckpointLocked() {
+  // The entries as journalled: a seal still waiting for its flush is recorded as the open
+  // entry it was (its blocks may not be durable yet; docs/format/raid.md).
   std::vector<SegmentEntry> entries(segments_.size());
-  for (size_t i = 0; i < segments_.size(); ++i) entries[i] = segments_[i]->entry;
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    auto it = seals_awaiting_flush_.find(static_cast<uint32_t>(i));
+    entries[i] = it != seals_awaiting_flush_.end() ? it->second : segments_[i]->entry;
+  }
   std::vector<std::byte> buf(BlocksToBytes(BitmapBlocks(geometry_.segments)));
   EncodeBitmap(journal_seq_, entries, buf);
   checkpoint_slot_ ^= 1;
@@ -243,8 +248,16 @@ Status ElasticArray::CheckpointBitmapLocked() {
     writes.push_back({d, BitmapSlotLba(checkpoint_slot_, geometry_.segments), buf});
   }
   io_->Write(writes);
+  return journal_seq_;
+}
+
+Status ElasticArray::CheckpointBitmapLocked() {
+  // A checkpoint written and not yet durable is in the other slot: make it durable before
+  // this one overwrites the slot of the last durable one.
+  if (pending_checkpoint_seq_ != 0) FlushDevicesLocked();
+  const uint64_t covered = WriteCheckpointLocked();
   FlushDevicesLocked();
-  checkpoint_seq_ = journal_seq_;
+  checkpoint_seq_ = std::max(checkpoint_seq_, covered);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
@@ -252,6 +265,7 @@ Status ElasticArray::CheckpointBitmapLocked() {
 void ElasticArray::FlushDevicesLocked() {
   io_->FlushAll();
   journal_unflushed_ = false;
+  if (pending_checkpoint_seq_ != 0) checkpoint_seq_ = std::max(checkpoint_seq_, std::exchange(pending_checkpoint_seq_, 0));
   std::vector<DeviceTrim> trims;
   for (auto& [segment, t] : unmirror_awaiting_flush_) trims.insert(trims.end(), t.begin(), t.end());
   unmirror_awaiting_flush_.clear();
@@ -265,14 +279,21 @@ void ElasticArray::FlushDevicesLocked() {
   // A seal record written before its blocks were durable could, at a crash, bound the
   // segment's chain past what is on disk: it is written only now. (Journalling may
   // checkpoint, which flushes again: the set is taken first.)
-  for (uint32_t s : std::exchange(seals_awaiting_flush_, {})) {
+  for (const auto& [s, before] : std::exchange(seals_awaiting_flush_, {})) {
     if (segments_[s]->entry.sealed) (void)JournalLocked(s, Durable::kAtNextFlush);
   }
 }
 
 Status ElasticArray::JournalLocked(uint32_t segment, Durable when) {
-  // Keep the ring from overwriting records the newest checkpoint does not cover.
-  if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+  // Keep the ring from overwriting records the newest durable checkpoint does not cover.
+  // Half-way round, a checkpoint is written without a flush: whatever flush comes before
+  // the ring needs it makes it durable, and only if none has, the ring waits for one.
+  if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) {
+    if (pending_checkpoint_seq_ != 0) FlushDevicesLocked();
+    if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+  } else if (pending_checkpoint_seq_ == 0 && journal_seq_ - checkpoint_seq_ >= kJournalBlocks / 2) {
+    pending_checkpoint_seq_ = WriteCheckpointLocked();
+  }
   JournalRecord r{++journal_seq_, segment, segments_[segment]->entry};
   std::vector<std::byte> block(kBlockSize);
   EncodeJournal(r, block);
@@ -689,11 +710,12 @@ Status ElasticArray::SealLocked(SegmentId s) {
   seg.open = false;
   seg.row_buf.clear();
   seg.row_buf.shrink_to_fit();
+  // No flush here: the seal record is written after the next flush (of whatever cause)
+  // has made the blocks durable, and is durable after the one following it. Until it is
+  // written, checkpoints record the entry as it was.
+  seals_awaiting_flush_[s.value] = seg.entry;
   seg.entry.sealed = true;
   seg.entry.frontier = seg.frontier;
-  // No flush here: the seal record is written after the next flush (of whatever cause)
-  // has made the blocks durable, and is durable after the one following it.
-  seals_awaiting_flush_.insert(s.value);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }

@@ -179,6 +179,9 @@ class ElasticArray {
   // segments (their FREE records are durable now) and of rows whose parity is, and the
   // seal records of segments whose blocks are (written now, durable at the next flush).
   void FlushDevicesLocked();
+  // Writes the bitmap checkpoint into the other slot (no flush); returns the seq it covers.
+  uint64_t WriteCheckpointLocked();
+  // The same, durable on return.
   Status CheckpointBitmapLocked();
   Status RecoverLocked();
   Status RecoverSegmentLocked(uint32_t s);
@@ -210,11 +213,13 @@ class ElasticArray {
   std::vector<std::unique_ptr<Segment>> segments_;
   uint64_t super_generation_ = 0;
   uint64_t journal_seq_ = 0;       // last journal record written
-  uint64_t checkpoint_seq_ = 0;    // journal seq the newest bitmap checkpoint covers
+  uint64_t checkpoint_seq_ = 0;    // journal seq the newest durable bitmap checkpoint covers
+  uint64_t pending_checkpoint_seq_ = 0;  // a checkpoint written, durable at the next flush; 0: none
   uint32_t checkpoint_slot_ = 0;
   // Work that waits for the next flush of every device (FlushDevicesLocked).
   std::set<uint32_t> frees_awaiting_flush_;    // freed; trimmed once FREE is durable
-  std::set<uint32_t> seals_awaiting_flush_;    // sealed; journalled once the blocks are durable
+  // Sealed, journalled once the blocks are durable; with the entry last journalled.
+  std::map<uint32_t, raid_format::SegmentEntry> seals_awaiting_flush_;
   // Per sealed RAID5 segment: slot-2 copies of rows flushed part-full, whose parity is
   // written (a conversion first flushes them away: it may write slot-2 itself).
   std::map<uint32_t, std::vector<DeviceTrim>> unmirror_awaiting_flush_;
