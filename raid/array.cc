@@ -262,6 +262,12 @@ Status ElasticArray::CheckpointBitmapLocked() {
   return Status::Ok();
 }
 
+void ElasticArray::AddSegmentTrims(uint32_t segment, std::vector<DeviceTrim>* out) const {
+  for (uint32_t d = 0; d < geometry_.devices; ++d) {
+    out->push_back({d, geometry_.SegmentStart(SegmentId(segment)), geometry_.segment_span_blocks()});
+  }
+}
+
 void ElasticArray::FlushDevicesLocked() {
   io_->FlushAll();
   journal_unflushed_ = false;
@@ -269,11 +275,7 @@ void ElasticArray::FlushDevicesLocked() {
   std::vector<DeviceTrim> trims;
   for (auto& [segment, t] : unmirror_awaiting_flush_) trims.insert(trims.end(), t.begin(), t.end());
   unmirror_awaiting_flush_.clear();
-  for (uint32_t s : frees_awaiting_flush_) {
-    for (uint32_t d = 0; d < geometry_.devices; ++d) {
-      trims.push_back({d, geometry_.SegmentStart(SegmentId(s)), geometry_.segment_span_blocks()});
-    }
-  }
+  for (uint32_t s : frees_awaiting_flush_) AddSegmentTrims(s, &trims);
   frees_awaiting_flush_.clear();
   if (!trims.empty()) io_->Trim(trims);
   // A seal record written before its blocks were durable could, at a crash, bound the
@@ -558,9 +560,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     // rows of a segment it finds open (zeros past its frontier), and a seal writes the
     // last row whole.
     std::vector<DeviceTrim> trims;
-    for (uint32_t d = 0; d < geometry_.devices; ++d) {
-      trims.push_back({d, geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks()});
-    }
+    AddSegmentTrims(i, &trims);
     io_->Trim(trims);
     seg.entry = SegmentEntry{scheme, false, 0, journal_seq_ + 1};
     ++seg.incarnation;

@@ -179,6 +179,8 @@ class ElasticArray {
   // segments (their FREE records are durable now) and of rows whose parity is, and the
   // seal records of segments whose blocks are (written now, durable at the next flush).
   void FlushDevicesLocked();
+  // The trims of a whole segment (both slots) on every device.
+  void AddSegmentTrims(uint32_t segment, std::vector<DeviceTrim>* out) const;
   // Writes the bitmap checkpoint into the other slot (no flush); returns the seq it covers.
   uint64_t WriteCheckpointLocked();
   // The same, durable on return.
