@@ -1,5 +1,8 @@
 #include "compress/backend.h"
 
+#include <cstring>
+#include <vector>
+
 #include <atomic>
 #include <memory>
 
@@ -46,6 +49,15 @@ Status RunSync(Backend& b, SubmitFn submit) {
 
 Status Backend::Read(Lba lba, std::span<std::byte> buf) {
   return RunSync(*this, [&](IoCallback cb) { SubmitRead(lba, buf, std::move(cb)); });
+}
+Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
+  if (out.empty()) return Status::Ok();
+  const uint64_t first = offset_bytes / kBlockSize, last = (offset_bytes + out.size() - 1) / kBlockSize;
+  thread_local std::vector<std::byte> pages;
+  pages.resize(BlocksToBytes(last - first + 1));
+  ERAID_RETURN_IF_ERROR(Read(Lba(first), pages));
+  std::memcpy(out.data(), pages.data() + offset_bytes % kBlockSize, out.size());
+  return Status::Ok();
 }
 Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
   return RunSync(*this, [&](IoCallback cb) { SubmitWrite(lba, buf, std::move(cb)); });

@@ -75,6 +75,9 @@ class Backend {
   // Read is virtual: a backend may serve it without its queue (FileBackend does, so that
   // concurrent readers never wait on one another's completions).
   virtual Status Read(Lba lba, std::span<std::byte> buf);
+  // Reads `out.size()` bytes at a byte offset (a drive's flash holds records, not blocks):
+  // by default the covering blocks through Read(), then a copy of the bytes wanted.
+  virtual Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out);
   Status Write(Lba lba, std::span<const std::byte> buf);
   Status Trim(Lba lba, uint64_t count_blocks);
   Status Flush();

@@ -163,6 +163,9 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Open(Backend& flash,
 void CompressedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
   completions_.Push(std::move(done), options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf));
 }
+Status CompressedDrive::Read(Lba lba, std::span<std::byte> buf) {
+  return options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf);
+}
 void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
   completions_.Push(std::move(done), options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
 }
@@ -351,7 +354,7 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
   // never rewritten in place, so the bytes at its location stay its own until its erase
   // unit is erased, which bumps erasures_. A read that saw an erase go by is done again
   // under the lock (rare: drive GC).
-  thread_local std::vector<std::byte> record, pages;
+  thread_local std::vector<std::byte> record;
   for (int attempt = 0;; ++attempt) {
     uint64_t loc = 0, erasures = 0;
     bool from_flash = false;
@@ -374,15 +377,10 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
       }
     }
     if (from_flash) {
-      const uint64_t offset = LocOffset(loc);
-      const uint32_t len = LocLength(loc);
-      const uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
-      pages.resize(BlocksToBytes(last - first + 1));
-      Status s = flash_.Read(Lba(first), pages);
+      record.resize(LocLength(loc));
+      Status s = flash_.ReadBytes(LocOffset(loc), record);
       if (erasures_.load(std::memory_order_acquire) != erasures) continue;
       ERAID_RETURN_IF_ERROR(s);
-      record.assign(pages.begin() + static_cast<long>(offset % kBlockSize),
-                    pages.begin() + static_cast<long>(offset % kBlockSize + len));
     }
     auto h = DecodeRecord(record, /*check_crc=*/true);
     Status s = h.ok() ? Status::Ok() : h.status();
@@ -656,11 +654,7 @@ Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* o
     std::memcpy(out->data(), streams_[eu.stream].buf.data() + in_eu, len);
     return Status::Ok();
   }
-  uint64_t first = offset / kBlockSize, last = (offset + len - 1) / kBlockSize;
-  std::vector<std::byte> pages(BlocksToBytes(last - first + 1));
-  ERAID_RETURN_IF_ERROR(flash_.Read(Lba(first), pages));
-  std::memcpy(out->data(), pages.data() + (offset % kBlockSize), len);
-  return Status::Ok();
+  return flash_.ReadBytes(offset, *out);
 }
 
 Status CompressedDrive::FlushLocked() {

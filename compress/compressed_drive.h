@@ -119,6 +119,8 @@ class CompressedDrive final : public Backend {
   std::string name() const override { return "compressed(" + flash_.name() + ")"; }
 
   void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override;
+  // Synchronous, without the completion queue (the array's reads).
+  Status Read(Lba lba, std::span<std::byte> buf) override;
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;

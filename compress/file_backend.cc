@@ -1,19 +1,76 @@
 #include "compress/file_backend.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 namespace eraid {
 
 namespace {
 std::string Errno(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+// Copies out of a file mapping, surviving a SIGBUS (the page could not be read, or lies
+// past the end of a file someone truncated): the handler jumps back and the copy reports
+// failure. Any other SIGBUS goes to the disposition that was there before.
+thread_local sigjmp_buf* t_copy_jump = nullptr;
+// Under TSan a SIGBUS taken in its memcpy interceptor kills the process whatever the
+// handler does: TSan builds read through the ring.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+struct sigaction g_previous_sigbus;
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  if (t_copy_jump != nullptr) siglongjmp(*t_copy_jump, 1);
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(sig);
+  } else {
+    ::signal(SIGBUS, SIG_DFL);  // returning re-runs the faulting access, which now kills
+  }
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSigbus;
+    // SA_NODEFER: the jump out does not restore the signal mask, so SIGBUS must not be
+    // blocked while the handler runs.
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_previous_sigbus);
+  });
+}
+
+bool GuardedCopy(std::byte* dst, const std::byte* src, size_t n) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) != 0) {
+    t_copy_jump = nullptr;
+    return false;
+  }
+  t_copy_jump = &jump;
+  // The handler reads t_copy_jump: keep the stores on either side of the copy.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(dst, src, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_copy_jump = nullptr;
+  return true;
+}
 }  // namespace
 
 Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
@@ -65,6 +122,12 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
     backend->ring_.ring_fd = -1;
     return Status::IoError(Errno("io_uring_queue_init", -rc));
   }
+  if (options.mapped_reads && backend->buffered_ && !kThreadSanitizer) {
+    void* m = ::mmap(nullptr, BlocksToBytes(backend->capacity_blocks_), PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return Status::IoError(Errno("mmap " + path, errno));
+    InstallSigbusHandler();
+    backend->map_ = static_cast<const std::byte*>(m);
+  }
   return backend;
 }
 
@@ -91,6 +154,7 @@ FileBackend::~FileBackend() {
     Poll(false);
     io_uring_queue_exit(&ring_);
   }
+  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), BlocksToBytes(capacity_blocks_));
   ::close(fd_);
 }
 
@@ -228,6 +292,20 @@ struct ThreadRing {
 
 Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  if (map_ != nullptr && GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size())) return Status::Ok();
+  return RingRead(lba, buf);
+}
+
+Status FileBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
+  if (map_ != nullptr && offset_bytes <= BlocksToBytes(capacity_blocks_) &&
+      out.size() <= BlocksToBytes(capacity_blocks_) - offset_bytes &&
+      GuardedCopy(out.data(), map_ + offset_bytes, out.size())) {
+    return Status::Ok();
+  }
+  return Backend::ReadBytes(offset_bytes, out);  // checks the extent, reads through the ring
+}
+
+Status FileBackend::RingRead(Lba lba, std::span<std::byte> buf) {
   thread_local ThreadRing tr;
   if (!tr.ok) return Backend::Read(lba, buf);  // no ring for this thread: the shared queue
   const uint64_t offset = BlocksToBytes(lba.value);

@@ -21,6 +21,13 @@ constexpr const char* kMagicLine = "eraid-array-dir 1";
 // Each emulated drive has a 2 MiB write cache: its compression runs on its own thread,
 // in parallel with the other drives' and outside the array's and the volume's locks.
 constexpr uint32_t kDriveWriteCacheBlocks = 512;
+// A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
+// through io_uring.
+FileBackendOptions FlashFileOptions() {
+  FileBackendOptions fo;
+  fo.mapped_reads = true;
+  return fo;
+}
 
 std::string DrivePath(const std::string& dir, uint32_t i) { return dir + "/drive" + std::to_string(i); }
 
@@ -130,7 +137,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   std::vector<Backend*> devs;
   CreatedFiles created;
   for (uint32_t i = 0; i < o.devices; ++i) {
-    FileBackendOptions fo;
+    FileBackendOptions fo = FlashFileOptions();
     const std::string path = o.device_paths.empty() ? DrivePath(dir, i) : o.device_paths[i];
     fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
     fo.size_bytes = o.device_size_bytes;
@@ -214,7 +221,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   for (uint32_t i = 0; i < devices; ++i) {
     auto p = kv.find("drive." + std::to_string(i));
     a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
-    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(a->paths_.back(), {}));
+    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(a->paths_.back(), FlashFileOptions()));
     ERAID_ASSIGN_OR_RETURN(auto d, CompressedDrive::Open(*file, drive));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(d));
@@ -288,7 +295,7 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
                                                       : std::filesystem::file_size(paths_[d], ec);
     if (ec) size = BlocksToBytes(files_[d]->capacity_blocks());
   }
-  FileBackendOptions fo;
+  FileBackendOptions fo = FlashFileOptions();
   fo.create = !std::filesystem::is_block_file(target);
   fo.size_bytes = size;
   ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(target, fo));
