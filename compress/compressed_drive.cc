@@ -182,12 +182,7 @@ void CompressedDrive::SubmitFlush(IoCallback done) {
     cache_work_cv_.notify_one();
     return;
   }
-  Status s;
-  {
-    std::lock_guard lock(mu_);
-    s = FlushLocked();
-  }
-  completions_.Push(std::move(done), std::move(s));
+  completions_.Push(std::move(done), FlushOutsideLock());
 }
 
 size_t CompressedDrive::Poll(bool wait) {
@@ -303,8 +298,7 @@ void CompressedDrive::CacheWorker() {
       Status s = cache_error_;
       lock.unlock();
       if (s.ok()) {
-        std::lock_guard l(mu_);
-        s = FlushLocked();
+        s = FlushOutsideLock();
       }
       completions_.Push(std::move(done), std::move(s));
       lock.lock();
@@ -664,6 +658,24 @@ Status CompressedDrive::FlushLocked() {
   }
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   durable_seq_ = upto;
+  return Status::Ok();
+}
+
+Status CompressedDrive::FlushOutsideLock() {
+  uint64_t upto = 0;
+  {
+    std::lock_guard lock(mu_);
+    upto = next_seq_ - 1;
+    for (auto& s : streams_) {
+      if (s.eu >= 0) ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+    }
+  }
+  // Every record up to `upto` is in the backend now; its flush covers them whatever is
+  // written meanwhile, so writers and readers need not wait for it (an fsync takes tens
+  // of milliseconds on a loaded disk).
+  ERAID_RETURN_IF_ERROR(flash_.Flush());
+  std::lock_guard lock(mu_);
+  durable_seq_ = std::max(durable_seq_, upto);
   return Status::Ok();
 }
 

@@ -29,7 +29,8 @@
 //   4. live_bytes of an EU == the sum of the lengths of the mapping entries pointing into it.
 //
 // Thread-safety: a Backend — all methods may be called concurrently. Compression and
-// decompression run outside the drive's lock; mapping and flash I/O run under it.
+// decompression run outside the drive's lock, and so do reads of records from flash and
+// the flash flush of a host flush; mapping updates and flash writes run under it.
 #pragma once
 
 #include <atomic>
@@ -157,6 +158,10 @@ class CompressedDrive final : public Backend {
   Status DrainCacheOf(Lba lba, uint64_t count_blocks);
   void CacheWorker();
   Status DoTrim(Lba lba, uint64_t count_blocks);
+
+  // FlushLocked, holding mu_ only while the pages are written, not during the backend's
+  // flush. REQUIRES: mu_ not held.
+  Status FlushOutsideLock();
 
   // All REQUIRE mu_ held.
   // The record at `loc` is on flash (not only in an open erase unit's buffer).
