@@ -59,7 +59,13 @@ PlacementContext LogEngine::Context() const {
 }
 
 Status LogEngine::OpenSegment(uint32_t cls) {
-  ERAID_ASSIGN_OR_RETURN(uint64_t handle, store_.Open(cls));
+  Result<uint64_t> opened = store_.Open(cls);
+  if (!opened.ok() && opened.status().code() == StatusCode::kNoSpace && !unfreed_.empty()) {
+    ERAID_RETURN_IF_ERROR(FreeCollected());  // collected victims are the room it lacks
+    opened = store_.Open(cls);
+  }
+  if (!opened.ok()) return opened.status();
+  const uint64_t handle = *opened;
   uint32_t index;
   if (!free_indices_.empty()) {
     index = free_indices_.back();
@@ -147,8 +153,14 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
   }
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
   if (options_.gc_free_segments > 0) {
-    while (stats_.live_segments + options_.gc_free_segments > options_.total_segments ||
-           (options_.space_pressure && options_.space_pressure())) {
+    while (true) {
+      const bool short_of_segments = stats_.live_segments + options_.gc_free_segments > options_.total_segments;
+      if (!short_of_segments && !(options_.space_pressure && options_.space_pressure())) break;
+      // Physical space comes back only as victims are freed: free the waiting ones first.
+      if (!short_of_segments && !unfreed_.empty()) {
+        ERAID_RETURN_IF_ERROR(FreeCollected());
+        continue;
+      }
       const uint64_t before = stats_.segments_collected;
       ERAID_RETURN_IF_ERROR(CollectGarbage(/*min_gp=*/std::numeric_limits<double>::min()));
       if (stats_.segments_collected == before) break;  // nothing holds garbage
@@ -175,7 +187,19 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
   return store_.Read(seg.handle, seg.positions[SlotOf(map_[lba])], out);
 }
 
-Status LogEngine::Flush() { return store_.Flush(); }
+Status LogEngine::Flush() { return FreeCollected(); }
+
+Status LogEngine::FreeCollected() {
+  ERAID_RETURN_IF_ERROR(store_.Flush().WithContext(unfreed_.empty() ? "flush" : "gc flush"));
+  for (size_t i = 0; i < unfreed_.size(); ++i) {
+    if (Status s = store_.Free(unfreed_[i]); !s.ok()) {
+      unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(i));
+      return s;
+    }
+  }
+  unfreed_.clear();
+  return Status::Ok();
+}
 
 std::optional<uint64_t> LogEngine::Locate(uint64_t lba) const {
   if (lba >= map_.size() || map_[lba] == 0) return std::nullopt;
@@ -250,13 +274,12 @@ Status LogEngine::CollectGarbage(double min_gp) {
       ++n_blocks_;
     }
   }
-  // The copies must be durable before the victims' originals go: freeing is durable at
-  // once (a journalled bitmap flip), the copies only after a flush.
-  ERAID_RETURN_IF_ERROR(store_.Flush().WithContext("gc flush"));
+  // The copies must be durable before the victims' originals go, and they are only after
+  // a flush: the victims wait for one (no LBA maps into them any more).
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = candidates[v].index;
     Segment& victim = *segments_[index];
-    ERAID_RETURN_IF_ERROR(store_.Free(victim.handle));
+    unfreed_.push_back(victim.handle);
     n_blocks_ -= victim.slots.size();
     n_invalid_sealed_ -= victim.n_invalid;
     segments_[index].reset();
@@ -265,7 +288,7 @@ Status LogEngine::CollectGarbage(double min_gp) {
     --stats_.live_segments;
     ++stats_.segments_collected;
   }
-  return Status::Ok();
+  return unfreed_.size() >= options_.frees_per_flush ? FreeCollected() : Status::Ok();
 }
 
 void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<RecoveredBlock> blocks) {

@@ -11,8 +11,9 @@
 //     collects `segments_per_gc` sealed segments whose own GP is at least the threshold,
 //     best first by Greedy (GP) or Cost-Benefit (GP/(1-GP) * sqrt(age)).
 //   - Valid blocks of a victim are rewritten through placement, in the order they were
-//     appended, carrying their last user-write time; the store is flushed (so the copies
-//     are durable); then the victim is freed.
+//     appended, carrying their last user-write time. The victim is freed only once a
+//     store flush has made the copies durable: after every `frees_per_flush` victims one
+//     flush frees them all (and any flush the caller asks for frees those waiting).
 //   - WA = (user-written + GC-rewritten blocks) / user-written blocks.
 //
 // Invariants:
@@ -45,6 +46,10 @@ struct EngineOptions {
   double gp_threshold = 0.15;
   Selection selection = Selection::kCostBenefit;
   uint32_t segments_per_gc = 1;
+  // Collected victims wait for a store flush before they are freed; one flush is made per
+  // this many (a flush is the expensive part of a GC on a real store, and a victim left
+  // unfreed a little longer costs only its room). Counted as collected at once.
+  uint32_t frees_per_flush = 1;
   bool keep_victim_gps = true;       // for the median GP of collected segments
   // Open segments created at start even if the placement uses fewer classes. The
   // reference simulator always opens its configured number (6); matching it keeps
@@ -121,6 +126,8 @@ class LogEngine {
   void Invalidate(uint64_t lba);
   // Collects segments_per_gc victims among sealed segments whose GP is >= min_gp.
   Status CollectGarbage(double min_gp);
+  // Flushes the store and frees the collected victims waiting for it.
+  Status FreeCollected();
   PlacementContext Context() const;
   uint32_t TieOrder(uint64_t id) const;
 
@@ -139,6 +146,9 @@ class LogEngine {
   // between equally good victims the same way (docs/log.md).
   uint64_t hash_capacity_ = 16, hash_size_ = 0;
   std::vector<std::byte> gc_buf_;
+  // Store handles of collected victims: no LBA maps into them, but until a flush makes
+  // their copies durable a crash would need them.
+  std::vector<uint64_t> unfreed_;
   EngineStats stats_;
 };
 

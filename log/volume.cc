@@ -63,6 +63,26 @@ Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_pt
 
 Volume::~Volume() = default;
 
+EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
+  EngineOptions eo;
+  eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
+  eo.gp_threshold = options_.gp_threshold;
+  eo.selection = options_.selection;
+  eo.keep_victim_gps = false;
+  if (options_.gc_when == GcTrigger::kFreeSpace) {
+    eo.total_segments = array.geometry().segments;
+    // Free segments GC keeps in reserve beyond one open segment per class; victims are
+    // freed in batches of half of it, so the flush that makes their copies durable is
+    // paid once per batch rather than once per victim.
+    const uint32_t reserve = std::max<uint32_t>(2, eo.total_segments / 32);
+    eo.gc_free_segments = placement_->classes() + reserve;
+    eo.frees_per_flush = options_.gc_frees_per_flush ? options_.gc_frees_per_flush : std::max<uint32_t>(1, reserve / 2);
+    ArrayStore* store = store_.get();
+    eo.space_pressure = [store] { return store->SpacePressure(); };
+  }
+  return eo;
+}
+
 static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions& options) {
   if (options.placement == "fk") return Status::InvalidArgument("fk needs the future: trace replay only");
   if (!(options.utilization > 0 && options.utilization <= 0.9)) {
@@ -78,17 +98,7 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
   if (array.stats().free_segments != array.geometry().segments) {
     return Status::InvalidArgument("the array already holds data; open the volume instead");
   }
-  EngineOptions eo;
-  eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
-  eo.gp_threshold = options.gp_threshold;
-  eo.selection = options.selection;
-  eo.keep_victim_gps = false;
-  if (options.gc_when == GcTrigger::kFreeSpace) {
-    eo.total_segments = array.geometry().segments;
-    eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
-    ArrayStore* store = v->store_.get();
-    eo.space_pressure = [store] { return store->SpacePressure(); };
-  }
+  const EngineOptions eo = v->EngineOptionsFor(array);
   v->engine_ = std::make_unique<LogEngine>(eo, *v->placement_, *v->store_);
   return v;
 }
@@ -104,17 +114,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
     found[s.value].push_back({lba, tag & kTimeMask, pos});
     classes[s.value] = static_cast<uint32_t>(tag >> kClassShift);
   });
-  EngineOptions eo;
-  eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
-  eo.gp_threshold = options.gp_threshold;
-  eo.selection = options.selection;
-  eo.keep_victim_gps = false;
-  if (options.gc_when == GcTrigger::kFreeSpace) {
-    eo.total_segments = array.geometry().segments;
-    eo.gc_free_segments = v->placement_->classes() + std::max<uint32_t>(2, eo.total_segments / 32);
-    ArrayStore* store = v->store_.get();
-    eo.space_pressure = [store] { return store->SpacePressure(); };
-  }
+  const EngineOptions eo = v->EngineOptionsFor(array);
   // Blocks that recovery could not account for would surface as older versions of their
   // LBAs: never silently (a CRC mismatch is never returned, DESIGN.md invariant 4; nor
   // is a stale version whose successor a damaged summary hid).

@@ -44,6 +44,9 @@ struct VolumeOptions {
   // Exported capacity as a fraction of the array's data positions that remain after the
   // open segments: the rest is the room GC works in.
   double utilization = 0.75;
+  // With kFreeSpace: GC victims freed per flush of their copies (0: half the segments GC
+  // keeps in reserve, at least 1).
+  uint32_t gc_frees_per_flush = 0;
   // Open even when recovery found a segment whose summaries are beyond repair (two copies
   // damaged): the blocks written there are unknown, so some LBAs would read an older
   // version. Without it, Open refuses with DataLoss and names the segment.
@@ -96,6 +99,7 @@ class Volume {
   class ArrayStore;
   Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement);
   Status CheckRange(uint64_t lba, uint64_t blocks) const;
+  EngineOptions EngineOptionsFor(const ElasticArray& array) const;
 
   ElasticArray& array_;
   VolumeOptions options_;

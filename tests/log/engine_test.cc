@@ -89,5 +89,72 @@ TEST(EngineTest, TrimsInvalidate) {
   EXPECT_TRUE(engine.CheckInvariants().ok());
 }
 
+// A CountingStore that logs the order of appends, flushes and frees, and how many
+// segments it holds (the fixed pool a real array has).
+class RecordingStore final : public SegmentStore {
+ public:
+  RecordingStore(uint32_t segment_blocks, uint32_t segments) : inner_(segment_blocks), free_(segments) {}
+  Result<uint64_t> Open(uint32_t cls) override {
+    if (free_ == 0) return Status::NoSpace("no free segment");
+    --free_;
+    return inner_.Open(cls);
+  }
+  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t t, std::span<const std::byte> d) override {
+    ++appends_since_flush;
+    return inner_.Append(h, lba, t, d);
+  }
+  bool Full(uint64_t h, uint32_t blocks) const override { return inner_.Full(h, blocks); }
+  Status Seal(uint64_t h) override { return inner_.Seal(h); }
+  Status Free(uint64_t h) override {
+    // Everything appended before the free (the victim's copies among it) was flushed.
+    EXPECT_EQ(appends_since_flush, 0u) << "segment " << h << " freed before its copies were flushed";
+    ++frees;
+    ++free_;
+    return inner_.Free(h);
+  }
+  Status Read(uint64_t, uint32_t, std::span<std::byte>) override { return Status::NotSupported("no data"); }
+  Status Flush() override {
+    ++flushes;
+    appends_since_flush = 0;
+    return Status::Ok();
+  }
+  bool has_data() const override { return false; }
+  uint64_t appends_since_flush = 0, flushes = 0, frees = 0;
+
+ private:
+  CountingStore inner_;
+  uint32_t free_;
+};
+
+// The live volume's trigger with victims freed in batches: each batch costs one flush,
+// made after its last copy, and a store that runs out of segments meanwhile gets the
+// waiting victims back (a flush, then their frees) instead of failing the write.
+TEST(EngineTest, VictimsAreFreedInBatchesAfterAFlush) {
+  for (uint32_t batch : {1u, 4u}) {
+    auto p = std::move(MakePlacement("sepbit")).value();
+    RecordingStore store(32, 64);
+    EngineOptions o;
+    o.segment_blocks = 32;
+    o.total_segments = 64;
+    o.gc_free_segments = p->classes() + 2;  // fewer in reserve than a batch: NoSpace happens
+    o.frees_per_flush = batch;
+    LogEngine engine(o, *p, store);
+    std::mt19937_64 rng(batch);
+    for (int i = 0; i < 40000; ++i) ASSERT_TRUE(engine.Write(rng() % 1200, 1, uint64_t(i) * 5).ok()) << i;
+    ASSERT_TRUE(engine.CheckInvariants().ok());
+    const uint64_t collected = engine.stats().segments_collected;
+    EXPECT_GT(collected, 500u);
+    EXPECT_LE(store.frees, collected);
+    EXPECT_GE(store.frees + batch, collected) << "no more than a batch waits";
+    ASSERT_TRUE(engine.Flush().ok());
+    EXPECT_EQ(store.frees, collected) << "a flush frees every waiting victim";
+    std::printf("batch %u: %llu collected, %llu flushes\n", batch, (unsigned long long)collected,
+                (unsigned long long)store.flushes);
+    if (batch > 1) {
+      EXPECT_LT(store.flushes, collected / 2) << "one flush per batch, not per victim";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace eraid

@@ -31,8 +31,9 @@ struct Rig {
 
   explicit Rig(const std::string& placement, uint32_t devices = 4,
                GcTrigger gc_when = GcTrigger::kFreeSpace, uint64_t device_blocks = 4096,
-               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4) {
+               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4, uint32_t gc_frees_per_flush = 0) {
     options.placement = placement;
+    options.gc_frees_per_flush = gc_frees_per_flush;
     options.gc_when = gc_when;
     for (uint32_t d = 0; d < devices; ++d) {
       media.push_back(std::make_unique<MemBackend>(device_blocks));

@@ -88,7 +88,8 @@ TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
     std::printf("seed=%llu\n", (unsigned long long)seed);
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
-    Rig rig("sepbit");
+    // GC victims freed one per flush of their copies, or several (as on a large array).
+    Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, /*gc_frees_per_flush=*/1 + k % 3);
     const uint64_t cap = rig.volume->capacity_blocks();
     Model model;
     Block buf(BlocksToBytes(4)), back(kBlockSize);
