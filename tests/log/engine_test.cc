@@ -112,7 +112,7 @@ class RecordingStore final : public SegmentStore {
     ++free_;
     return inner_.Free(h);
   }
-  Status Read(uint64_t, uint32_t, std::span<std::byte>) override { return Status::NotSupported("no data"); }
+  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override { return inner_.Read(h, position, out); }
   Status Flush() override {
     ++flushes;
     appends_since_flush = 0;
