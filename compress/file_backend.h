@@ -9,8 +9,8 @@
 //
 // With `mapped_reads`, a buffered regular file is also mapped read-only (MAP_SHARED) and
 // Read() copies from the mapping: the same page cache the writes go to, without a system
-// call, which is most of what a 4 KiB read of a cached page costs (measured on the NBD
-// read path: 0.57x -> 0.85x nbdkit's memory plugin, docs/block-device.md). A fault under
+// call, which is most of what a 4 KiB read of a cached page costs (QD16 reads over NBD:
+// 0.65x -> 0.91x nbdkit's memory plugin, docs/benchmarks.md). A fault under
 // the mapping (a disk error, the file cut short by someone else) arrives as SIGBUS; a
 // handler turns it back into a read through the ring, which reports the error as usual.
 // Writes, trims and flushes always go through the ring. (TSan builds never map: TSan
