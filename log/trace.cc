@@ -51,11 +51,13 @@ Status Bad(const std::string& why) { return Status::InvalidArgument(why); }
 Status ToBlocks(uint64_t offset_bytes, uint64_t length_bytes, TraceRecord* out) {
   if (length_bytes == 0) return Bad("zero-length request");
   if (offset_bytes > UINT64_MAX - length_bytes) return Bad("offset + length overflows");
+  // The last byte, not one past it rounded up: that sum overflows for a request ending
+  // within 4 KiB of 2^64 (the fuzzer found it: a huge length became zero blocks).
   const uint64_t first = offset_bytes / kBlockSize;
-  const uint64_t end = (offset_bytes + length_bytes + kBlockSize - 1) / kBlockSize;
-  if (end - first > UINT32_MAX) return Bad("request too large");
+  const uint64_t last = (offset_bytes + length_bytes - 1) / kBlockSize;
+  if (last - first >= UINT32_MAX) return Bad("request too large");
   out->lba = first;
-  out->blocks = static_cast<uint32_t>(end - first);
+  out->blocks = static_cast<uint32_t>(last - first + 1);
   return Status::Ok();
 }
 

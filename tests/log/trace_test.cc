@@ -44,9 +44,15 @@ TEST(TraceTest, EachFormatParses) {
 TEST(TraceTest, MalformedLinesAreRejected) {
   TraceRecord r;
   for (const char* bad : {"1,W,8192,4096", "1,W,8192,4096,5,6", "1,X,8192,4096,5", "1,W,abc,4096,5",
-                          "1,W,8192,0,5", "1,W,-1,4096,5", "", "1,W,18446744073709551615,4096,1"}) {
+                          "1,W,8192,0,5", "1,W,-1,4096,5", "", "1,W,18446744073709551615,4096,1",
+                          // Ends within 4 KiB of 2^64: rounding its end up used to wrap to 0 blocks.
+                          "0,R,53,18446744073709551115,75"}) {
     EXPECT_FALSE(ParseTraceLine(TraceFormat::kAlibaba, bad, &r).ok()) << "'" << bad << "'";
   }
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "1,W,18446744073709547520,4096,1", &r).ok())
+      << "the last block of a 64-bit byte space";
+  EXPECT_EQ(r.lba, (1ull << 52) - 1);
+  EXPECT_EQ(r.blocks, 1u);
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kTencent, "1,16,8,2,1063", &r).ok()) << "io_type 2";
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,1,Erase,0,4096,1", &r).ok());
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,x,Write,0,4096,1", &r).ok());
