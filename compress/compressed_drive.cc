@@ -206,31 +206,30 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   std::unique_lock lock(cache_mu_);
   cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
   if (!cache_error_.ok()) return cache_error_;
-  // Live bytes read together with the reservations (lock order: cache_mu_, then mu_). Read
-  // before them, a cached write stored meanwhile would count in neither — its reservation
-  // released, its bytes not yet seen — and admit a write the worker then fails for space.
-  uint64_t live = 0, old = 0;
   {
+    // Live bytes and reservations change together under mu_ (lock order: cache_mu_, then
+    // mu_): the worker releases a write's reservation in the same hold of mu_ that adds
+    // its records. Apart, a stored write would count twice for a while (a spurious
+    // NoSpace, and a later write of the same size admitted) or not at all.
     std::lock_guard l(mu_);
-    live = stats_.live_bytes;
+    uint64_t old = 0;
     for (uint64_t i = 0; i < n; ++i) {
       uint64_t loc = map_[lba.value + i];
       if (loc != kUnmapped && loc != kLostBlock) old += LocLength(loc);
     }
-  }
-  if (live + cache_reserved_bytes_ + worst > usable_bytes_ + old) {
-    lock.unlock();
-    std::lock_guard l(mu_);
-    ++stats_.nospace_errors;
-    return Status::NoSpace("drive full: " + std::to_string(live) + " of " + std::to_string(usable_bytes_) +
-                           " physical bytes live, " + std::to_string(cache_reserved_bytes_) + " cached");
+    if (stats_.live_bytes + cache_reserved_bytes_ + worst > usable_bytes_ + old) {
+      ++stats_.nospace_errors;
+      return Status::NoSpace("drive full: " + std::to_string(stats_.live_bytes) + " of " +
+                             std::to_string(usable_bytes_) + " physical bytes live, " +
+                             std::to_string(cache_reserved_bytes_) + " cached");
+    }
+    cache_reserved_bytes_ += worst;
   }
   const uint64_t id = next_cache_id_++;
   for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
   cached_size_.store(cached_.size(), std::memory_order_release);
   cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr});
   cache_blocks_ += n;
-  cache_reserved_bytes_ += worst;
   if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
   cache_work_cv_.notify_one();
   return Status::Ok();
@@ -315,7 +314,8 @@ void CompressedDrive::CacheWorker() {
     lock.unlock();
     std::vector<Status> results;
     for (const CachedWrite& w : batch) {
-      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data)));
+      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data),
+                                w.blocks * (kRecordHeaderBytes + kBlockSize)));
     }
     lock.lock();
     for (size_t b = 0; b < batch.size(); ++b) {
@@ -326,7 +326,6 @@ void CompressedDrive::CacheWorker() {
       }
       cached_size_.store(cached_.size(), std::memory_order_release);
       cache_blocks_ -= w.blocks;
-      cache_reserved_bytes_ -= w.blocks * (kRecordHeaderBytes + kBlockSize);
       if (!results[b].ok() && cache_error_.ok()) {
         cache_error_ = results[b].WithContext("cached write of lba " + std::to_string(w.lba));
       }
@@ -391,8 +390,12 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
   }
 }
 
-Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf) {
-  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved) {
+  if (Status s = CheckExtent(lba, buf.size()); !s.ok()) {
+    std::lock_guard lock(mu_);
+    cache_reserved_bytes_ -= reserved;
+    return s;
+  }
   const uint64_t n = BytesToBlocks(buf.size());
   // Compress outside the lock: it is the expensive part, and independent per block.
   std::vector<std::byte> payloads(BlocksToBytes(n));
@@ -405,6 +408,9 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf) {
   }
 
   std::lock_guard lock(mu_);
+  // Succeeding or not, the write no longer needs its room held: from here its records
+  // count in live_bytes instead (atomically, for CacheWrite's admission).
+  cache_reserved_bytes_ -= reserved;
   uint64_t old_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t loc = map_[lba.value + i];

@@ -148,7 +148,9 @@ class CompressedDrive final : public Backend {
 
   Status DoRead(Lba lba, std::span<std::byte> buf);
   Status ReadBlock(uint64_t block, std::byte* out);
-  Status DoWrite(Lba lba, std::span<const std::byte> buf);
+  // `reserved`: the room the write cache holds for this write, released under mu_ as its
+  // records are counted.
+  Status DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved = 0);
   // The write cache (options_.write_cache_blocks > 0).
   Status CacheWrite(Lba lba, std::span<const std::byte> buf);
   Status CachedRead(Lba lba, std::span<std::byte> buf);
@@ -236,7 +238,7 @@ class CompressedDrive final : public Backend {
   std::unordered_map<uint64_t, CachedBlock> cached_;
   std::atomic<size_t> cached_size_{0};  // cached_.size(), for reads that find it empty
   uint64_t cache_blocks_ = 0;          // queued or being stored
-  uint64_t cache_reserved_bytes_ = 0;  // worst-case record bytes of those
+  uint64_t cache_reserved_bytes_ = 0;  // worst-case record bytes of those; guarded by mu_
   uint64_t next_cache_id_ = 1;
   Status cache_error_;
   bool cache_stop_ = false;

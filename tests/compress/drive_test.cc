@@ -242,9 +242,9 @@ TEST_P(DriveNoSpace, NoSpaceChangesNothingAndDriveRecovers) {
   m.VerifyAll();
 }
 
-// Sustained random overwrites with live data at 90% of flash: GC must keep every block.
 INSTANTIATE_TEST_SUITE_P(WriteCache, DriveNoSpace, ::testing::Values(0u, 64u));
 
+// Sustained random overwrites with live data at 90% of flash: GC must keep every block.
 TEST(DriveTest, GcKeepsDataAtNinetyPercentFull) {
   const uint64_t seed = SeedFromEnvOrRandom();
   std::printf("seed=%llu\n", (unsigned long long)seed);
