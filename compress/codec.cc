@@ -2,8 +2,12 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
+
+#include "common/crc32c.h"
 
 namespace eraid {
 
@@ -63,6 +67,46 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
   }
   std::memcpy(out, in, kBlockSize);
   return {Codec::kRaw, kBlockSize};
+}
+
+struct CompressionMemo::Entry {
+  std::mutex mu;
+  bool valid = false;
+  bool enabled = false;
+  int level = 0;
+  Compressed result{Codec::kRaw, 0};
+  // Left uninitialised: pages of a memo never filled are never touched.
+  std::byte input[kBlockSize];
+  std::byte output[kMaxCompressedBlockBytes];
+};
+
+CompressionMemo::CompressionMemo(size_t entries)
+    : size_(std::max<size_t>(entries, 1)), entries_(new Entry[size_]) {}
+
+CompressionMemo::~CompressionMemo() = default;
+
+Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte* in, std::byte* out) {
+  Entry& e = entries_[Crc32c(in, kBlockSize) % size_];
+  {
+    std::lock_guard lock(e.mu);
+    if (e.valid && e.enabled == config.enabled && e.level == config.zstd_level &&
+        std::memcmp(e.input, in, kBlockSize) == 0) {
+      std::memcpy(out, e.output, e.result.size_bytes);
+      e.valid = false;  // consumed: the other copy of a mirrored pair
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return e.result;
+    }
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
+  std::lock_guard lock(e.mu);
+  e.valid = true;
+  e.enabled = config.enabled;
+  e.level = config.zstd_level;
+  e.result = c;
+  std::memcpy(e.input, in, kBlockSize);
+  std::memcpy(e.output, out, c.size_bytes);
+  return c;
 }
 
 Status DecompressBlock(Codec codec, std::span<const std::byte> payload, std::byte* out) {

@@ -5,8 +5,10 @@
 // any number of threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -35,6 +37,31 @@ struct Compressed {
 };
 inline constexpr uint32_t kMaxCompressedBlockBytes = kBlockSize;
 Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::byte* out);
+
+// Recent compressions, shared by the emulated drives of one array, so the two copies of
+// a mirrored block cost one compression: a RAID10 row reaches two drives with the same
+// bytes, and each drive compresses what it is given. It changes no stored byte — the
+// output is CompressBlock's, reused only for an input equal byte for byte (and the same
+// codec settings). A real drive compresses in hardware; this saves only the emulation's
+// CPU. Direct-mapped by the input's CRC32C: an entry is overwritten by the next block
+// that maps to it, and a hit consumes it (a block has one mirror).
+//
+// Thread-safety: Compress() may be called from any number of threads (a lock per entry).
+class CompressionMemo {
+ public:
+  explicit CompressionMemo(size_t entries = 4096);
+  ~CompressionMemo();
+  // CompressBlock(config, in, out), with the result taken from the memo when it has it.
+  Compressed Compress(const CodecConfig& config, const std::byte* in, std::byte* out);
+  uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Entry;
+  const size_t size_;
+  std::unique_ptr<Entry[]> entries_;
+  std::atomic<uint64_t> hits_{0}, misses_{0};
+};
 
 // Restores a 4 KiB block. Corruption if the payload does not decode to exactly 4 KiB.
 Status DecompressBlock(Codec codec, std::span<const std::byte> payload, std::byte* out);

@@ -398,12 +398,16 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
   }
   const uint64_t n = BytesToBlocks(buf.size());
   // Compress outside the lock: it is the expensive part, and independent per block.
-  std::vector<std::byte> payloads(BlocksToBytes(n));
+  // Not zeroed: each block's payload is written before it is read (a 64 KiB memset per
+  // chunk showed in write profiles).
+  auto payloads = std::make_unique_for_overwrite<std::byte[]>(BlocksToBytes(n));
   std::vector<Compressed> sizes(n);
   uint64_t new_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    sizes[i] = CompressBlock(options_.codec, buf.data() + BlocksToBytes(i),
-                             payloads.data() + BlocksToBytes(i));
+    const std::byte* in = buf.data() + BlocksToBytes(i);
+    std::byte* out = payloads.get() + BlocksToBytes(i);
+    sizes[i] = options_.memo ? options_.memo->Compress(options_.codec, in, out)
+                             : CompressBlock(options_.codec, in, out);
     new_bytes += kRecordHeaderBytes + sizes[i].size_bytes;
   }
 
@@ -427,7 +431,7 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
                    block, 0, 1};
     uint64_t loc = 0;
     ERAID_RETURN_IF_ERROR(
-        AppendLocked(StreamForLocked(block), &h, payloads.data() + BlocksToBytes(i), &loc));
+        AppendLocked(StreamForLocked(block), &h, payloads.get() + BlocksToBytes(i), &loc));
     UnmapLocked(block, h.seq);  // after the append: GC inside it may have moved the old record
     map_[block] = loc;
     eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += LocLength(loc);

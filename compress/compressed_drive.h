@@ -72,6 +72,9 @@ struct DriveOptions {
   // from the same thread. A background failure is reported by every later flush.
   // Unflushed writes may be lost on a crash, exactly as without the cache.
   uint32_t write_cache_blocks = 0;
+  // Shared with the other drives of an array (codec.h): a block whose bytes another drive
+  // just compressed reuses that result. Null: every block is compressed.
+  std::shared_ptr<CompressionMemo> memo;
 };
 
 struct DriveStats {

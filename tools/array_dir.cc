@@ -19,8 +19,13 @@ namespace {
 constexpr const char* kManifest = "eraid.conf";
 constexpr const char* kMagicLine = "eraid-array-dir 1";
 // Each emulated drive has a 2 MiB write cache: its compression runs on its own thread,
-// in parallel with the other drives' and outside the array's and the volume's locks.
+// in parallel with the other drives' and outside the array's and the volume's locks. The
+// drives share a compression memo, so a mirrored block is compressed once.
 constexpr uint32_t kDriveWriteCacheBlocks = 512;
+void SetServingDriveOptions(DriveOptions* d) {
+  d->write_cache_blocks = kDriveWriteCacheBlocks;
+  d->memo = std::make_shared<CompressionMemo>();
+}
 // A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
 // through io_uring.
 FileBackendOptions FlashFileOptions() {
@@ -133,7 +138,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->drive_options_ = o.drive;
-  a->drive_options_.write_cache_blocks = kDriveWriteCacheBlocks;
+  SetServingDriveOptions(&a->drive_options_);
   std::vector<Backend*> devs;
   CreatedFiles created;
   for (uint32_t i = 0; i < o.devices; ++i) {
@@ -189,7 +194,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   DriveOptions drive;
   ERAID_ASSIGN_OR_RETURN(drive.codec, ParseCodecConfig(kv["compression"]));
   drive.flashalloc = kv["flashalloc"] != "off";
-  drive.write_cache_blocks = kDriveWriteCacheBlocks;
+  SetServingDriveOptions(&drive);
   VolumeOptions vo;
   vo.placement = kv["placement"];
   // Absent in manifests written before the key existed: those volumes collected by GP.

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/data_gen.h"
@@ -67,6 +70,98 @@ TEST(CodecBasics, ParseConfig) {
   EXPECT_FALSE(ParseCodecConfig("zstd:fast").ok());
   EXPECT_FALSE(ParseCodecConfig("lz4").ok());
   EXPECT_FALSE(ParseCodecConfig("zstd:99").ok());
+}
+
+// The memo's output is CompressBlock's, byte for byte: on a miss (computed), on a hit
+// (the second copy of a mirrored block), and after a hit consumed the entry.
+TEST(CompressionMemo, ReusesOnlyAnEqualBlockOnce) {
+  std::mt19937_64 rng(11);
+  CompressionMemo memo;
+  CodecConfig config;
+  for (uint32_t pct : {0u, 50u, 90u, 100u}) {
+    std::vector<std::byte> in(kBlockSize), want(kBlockSize), got(kBlockSize);
+    FillBlockWithCompressibility(in, pct, rng);
+    const Compressed w = CompressBlock(config, in.data(), want.data());
+    const uint64_t hits = memo.hits(), misses = memo.misses();
+    for (int copy = 0; copy < 3; ++copy) {
+      std::fill(got.begin(), got.end(), std::byte{0xEE});
+      const Compressed c = memo.Compress(config, in.data(), got.data());
+      ASSERT_EQ(c.codec, w.codec) << pct << "% copy " << copy;
+      ASSERT_EQ(c.size_bytes, w.size_bytes);
+      ASSERT_TRUE(std::equal(got.begin(), got.begin() + c.size_bytes, want.begin())) << pct << "% copy " << copy;
+    }
+    // miss, hit (consumes the entry), miss again
+    EXPECT_EQ(memo.hits() - hits, 1u) << pct;
+    EXPECT_EQ(memo.misses() - misses, 2u) << pct;
+  }
+}
+
+// One entry, so every block lands on it: a block one byte apart, or the same block under
+// other codec settings, is compressed afresh, never answered from the entry.
+TEST(CompressionMemo, DifferentBytesOrSettingsMiss) {
+  std::mt19937_64 rng(12);
+  CompressionMemo memo(1);
+  std::vector<std::byte> a(kBlockSize), b, want(kBlockSize), got(kBlockSize);
+  FillBlockWithCompressibility(a, 50, rng);
+  b = a;
+  b[2000] ^= std::byte{1};
+  CodecConfig config, level1, none;
+  level1.zstd_level = 1;
+  none.enabled = false;
+  auto check = [&](const CodecConfig& c, const std::vector<std::byte>& in, bool hit) {
+    const uint64_t hits = memo.hits();
+    const Compressed w = CompressBlock(c, in.data(), want.data());
+    const Compressed got_c = memo.Compress(c, in.data(), got.data());
+    EXPECT_EQ(got_c.codec, w.codec);
+    ASSERT_EQ(got_c.size_bytes, w.size_bytes);
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + w.size_bytes, want.begin()));
+    EXPECT_EQ(memo.hits() - hits, hit ? 1u : 0u);
+  };
+  check(config, a, false);
+  check(config, b, false);  // one byte apart
+  check(config, b, true);
+  check(config, a, false);
+  check(level1, a, false);  // other level
+  check(none, a, false);    // compression off
+  check(none, a, true);
+}
+
+// Threads compressing the same blocks at once, as an array's drive workers do with the
+// two copies of a RAID10 row: every result is CompressBlock's. (In the TSan subset.)
+TEST(CompressionMemo, ConcurrentThreadsGetCompressBlocksOutput) {
+  std::mt19937_64 rng(13);  // fixed data; what varies run to run is the interleaving
+  constexpr int kBlocks = 256, kThreads = 4;
+  std::vector<std::vector<std::byte>> in(kBlocks), want(kBlocks);
+  std::vector<Compressed> want_c(kBlocks);
+  CodecConfig config;
+  for (int i = 0; i < kBlocks; ++i) {
+    in[i].resize(kBlockSize);
+    want[i].resize(kBlockSize);
+    FillBlockWithCompressibility(in[i], static_cast<uint32_t>(rng() % 101), rng);
+    want_c[i] = CompressBlock(config, in[i].data(), want[i].data());
+  }
+  CompressionMemo memo(64);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::byte> out(kBlockSize);
+      for (int round = 0; round < 20; ++round) {
+        for (int k = 0; k < kBlocks; ++k) {
+          const int i = (k * (t + 1) + round) % kBlocks;
+          const Compressed c = memo.Compress(config, in[i].data(), out.data());
+          if (c.codec != want_c[i].codec || c.size_bytes != want_c[i].size_bytes ||
+              !std::equal(out.begin(), out.begin() + c.size_bytes, want[i].begin())) {
+            ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(memo.hits() + memo.misses(), uint64_t{kThreads} * 20 * kBlocks);
+  EXPECT_GT(memo.hits(), 0u);
 }
 
 }  // namespace

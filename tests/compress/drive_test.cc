@@ -208,6 +208,44 @@ TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
   for (uint64_t lba = 0; lba < 64; ++lba) m.Verify(lba);
 }
 
+// Drives sharing a compression memo, as an array's do. Mirrored writes (the same bytes to
+// two drives) hit it, and each drive still stores and returns exactly what it was given,
+// also after a reopen without the memo (the records on flash are the ones a drive without
+// it writes). Drives a and b compress on the caller's thread, so the count of hits is
+// exact; drive c has a write cache, and its worker meets each block twice in a row.
+TEST(DriveTest, DrivesSharingACompressionMemoStoreWhatTheyAreGiven) {
+  const uint64_t seed = SeedFromEnvOrRandom();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  DriveOptions o = SmallOptions();
+  o.memo = std::make_shared<CompressionMemo>();
+  DriveOptions cached = SmallOptions();
+  cached.write_cache_blocks = 64;
+  cached.memo = std::make_shared<CompressionMemo>();
+  DriveModel a(2048, o), b(2048, o), c(2048, cached);
+  uint64_t mirrored = 0;
+  for (int i = 0; i < 600; ++i) {
+    const uint64_t lba = rng() % 512;
+    // (Below 100%: every block distinct, as a 100% compressible one is all zeros.)
+    const Block data = MakeBlock(static_cast<uint32_t>(rng() % 100), rng);
+    ASSERT_TRUE(a.Write(lba, data).ok());
+    // The mirror, mostly: sometimes other data, sometimes elsewhere.
+    const uint64_t r = rng() % 8;
+    ASSERT_TRUE(b.Write(r == 0 ? lba + 512 : lba, r == 1 ? MakeBlock(50, rng) : data).ok());
+    mirrored += r != 1;
+    ASSERT_TRUE(c.Write(lba, data).ok());
+    ASSERT_TRUE(c.Write(lba + 512, data).ok());
+  }
+  ASSERT_TRUE(c.drive().Flush().ok());
+  EXPECT_EQ(o.memo->hits(), mirrored);
+  EXPECT_EQ(cached.memo->hits(), 600u);
+  for (DriveModel* m : {&a, &b, &c}) {
+    m->VerifyAll();
+    m->Reopen(SmallOptions());
+    m->VerifyAll();
+  }
+}
+
 // With and without the write cache (which reserves the worst case while a block waits).
 class DriveNoSpace : public ::testing::TestWithParam<uint32_t> {};
 
