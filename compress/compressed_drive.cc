@@ -576,6 +576,11 @@ Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
                                       : eu.write_ptr / kBlockSize;
   if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
   uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
+  // The tail of a partial page is zeros on flash (invariant 1 fills only that), never
+  // what an earlier EU left in the buffer.
+  if (BlocksToBytes(end_page) > eu.write_ptr) {
+    std::memset(s.buf.data() + eu.write_ptr, 0, BlocksToBytes(end_page) - eu.write_ptr);
+  }
   std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
                                    BlocksToBytes(end_page - first_page));
   ERAID_RETURN_IF_ERROR(flash_.Write(Lba(eu_first_block + first_page), pages));
@@ -598,7 +603,9 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   eu = Eu{Eu::State::kOpen, stream, next_seq_++, 0, 0, 0};
   Stream& s = streams_[stream];
   s.eu = index;
-  s.buf.assign(eu_bytes_, std::byte{0});
+  // Not zeroed (256 KiB per EU showed in write profiles): bytes past write_ptr are stale
+  // until written, and WritePagesLocked zeroes a partial page's tail before it goes out.
+  s.buf.resize(eu_bytes_);
   s.synced_bytes = 0;
   s.first_unsynced_seq = 0;
   RecordHeader h{RecordType::kEuHeader, Codec::kRaw, 0, index, eu.gen, 0};
