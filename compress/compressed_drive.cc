@@ -206,25 +206,31 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   std::unique_lock lock(cache_mu_);
   cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
   if (!cache_error_.ok()) return cache_error_;
-  {
-    // Live bytes and reservations change together under mu_ (lock order: cache_mu_, then
-    // mu_): the worker releases a write's reservation in the same hold of mu_ that adds
-    // its records. Apart, a stored write would count twice for a while (a spurious
-    // NoSpace, and a later write of the same size admitted) or not at all.
+  // Admission (serialised by cache_mu_). The worker releases a write's reservation only
+  // after publishing the live bytes its records added, so reading the reservations and
+  // then live_bytes_ never sees less than is held: if even that fits, the write does —
+  // without the drive lock, which the worker holds across flash writes (and the array
+  // calls this under its own and the volume's locks). Otherwise the exact sum, under
+  // mu_, also credits the records the write supersedes. (Releasing reservations only
+  // after a whole batch of writes once counted stored blocks twice: a spurious NoSpace,
+  // then a later write of the same size admitted.)
+  const uint64_t reserved = cache_reserved_bytes_.load(std::memory_order_acquire);
+  if (reserved + live_bytes_.load(std::memory_order_acquire) + worst > usable_bytes_) {
     std::lock_guard l(mu_);
     uint64_t old = 0;
     for (uint64_t i = 0; i < n; ++i) {
       uint64_t loc = map_[lba.value + i];
       if (loc != kUnmapped && loc != kLostBlock) old += LocLength(loc);
     }
-    if (stats_.live_bytes + cache_reserved_bytes_ + worst > usable_bytes_ + old) {
+    const uint64_t held = cache_reserved_bytes_.load(std::memory_order_relaxed);
+    if (stats_.live_bytes + held + worst > usable_bytes_ + old) {
       ++stats_.nospace_errors;
       return Status::NoSpace("drive full: " + std::to_string(stats_.live_bytes) + " of " +
                              std::to_string(usable_bytes_) + " physical bytes live, " +
-                             std::to_string(cache_reserved_bytes_) + " cached");
+                             std::to_string(held) + " cached");
     }
-    cache_reserved_bytes_ += worst;
   }
+  cache_reserved_bytes_.fetch_add(worst, std::memory_order_relaxed);
   const uint64_t id = next_cache_id_++;
   for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
   cached_size_.store(cached_.size(), std::memory_order_release);
@@ -392,8 +398,7 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
 
 Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved) {
   if (Status s = CheckExtent(lba, buf.size()); !s.ok()) {
-    std::lock_guard lock(mu_);
-    cache_reserved_bytes_ -= reserved;
+    cache_reserved_bytes_.fetch_sub(reserved, std::memory_order_release);
     return s;
   }
   const uint64_t n = BytesToBlocks(buf.size());
@@ -412,9 +417,17 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
   }
 
   std::lock_guard lock(mu_);
-  // Succeeding or not, the write no longer needs its room held: from here its records
-  // count in live_bytes instead (atomically, for CacheWrite's admission).
-  cache_reserved_bytes_ -= reserved;
+  // However it returns, the write then no longer needs its room held: the live bytes its
+  // records added are published first, and the reservation released after (CacheWrite
+  // reads them lock-free in the other order, so it never sees less than is taken).
+  struct Publish {
+    CompressedDrive* d;
+    uint64_t reserved;
+    ~Publish() {
+      d->live_bytes_.store(d->stats_.live_bytes, std::memory_order_release);
+      if (reserved) d->cache_reserved_bytes_.fetch_sub(reserved, std::memory_order_release);
+    }
+  } publish{this, reserved};
   uint64_t old_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t loc = map_[lba.value + i];
@@ -547,6 +560,7 @@ void CompressedDrive::UnmapLocked(uint64_t lba, uint64_t by_seq) {
   eu.live_bytes -= LocLength(loc);
   eu.max_superseded_by = std::max(eu.max_superseded_by, by_seq);
   stats_.live_bytes -= LocLength(loc);
+  live_bytes_.store(stats_.live_bytes, std::memory_order_release);
   --stats_.mapped_blocks;
 }
 
@@ -956,6 +970,7 @@ Status CompressedDrive::RecoverLocked() {
     stats_.live_bytes += LocLength(loc);
     ++stats_.mapped_blocks;
   }
+  live_bytes_.store(stats_.live_bytes, std::memory_order_release);
   std::reverse(free_eus_.begin(), free_eus_.end());
   next_seq_ = max_seq + 1;
   ckpt_count_ = best_header.ckpt_count;

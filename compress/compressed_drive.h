@@ -136,6 +136,10 @@ class CompressedDrive final : public Backend {
   Status Close();
 
   DriveStats stats() const;
+  // stats().live_bytes and .usable_bytes without the drive's lock, which a writer may
+  // hold across a flash write: the scheduler asks for them in the volume's write path.
+  uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
+  uint64_t usable_bytes() const { return usable_bytes_; }
   // The compression of a range: the scheduler asks this per segment, so it walks only
   // the range's mapping entries (8 bytes per block).
   std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override;
@@ -227,6 +231,9 @@ class CompressedDrive final : public Backend {
     std::shared_ptr<std::vector<std::byte>> data;
     IoCallback flush;
   };
+  // stats_.live_bytes, published (release) after every change under mu_: for
+  // live_bytes() and CacheWrite's admission.
+  std::atomic<uint64_t> live_bytes_{0};
   std::atomic<uint64_t> async_flushes_{0};  // queued flushes, counted in in_flight()
   std::mutex cache_mu_;
   std::condition_variable cache_work_cv_;  // the worker: work or stop
@@ -241,7 +248,9 @@ class CompressedDrive final : public Backend {
   std::unordered_map<uint64_t, CachedBlock> cached_;
   std::atomic<size_t> cached_size_{0};  // cached_.size(), for reads that find it empty
   uint64_t cache_blocks_ = 0;          // queued or being stored
-  uint64_t cache_reserved_bytes_ = 0;  // worst-case record bytes of those; guarded by mu_
+  // Worst-case record bytes of those: added at admission, released by DoWrite after it
+  // has published the live bytes the write added (CacheWrite reads it without mu_).
+  std::atomic<uint64_t> cache_reserved_bytes_{0};
   uint64_t next_cache_id_ = 1;
   Status cache_error_;
   bool cache_stop_ = false;

@@ -26,9 +26,8 @@ Result<Policy> ParsePolicy(const std::string& name) {
 PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives) {
   PhysicalUse u;
   for (const auto& d : drives) {
-    const DriveStats s = d->stats();
-    u.used_bytes += s.live_bytes;
-    u.flash_bytes += s.usable_bytes;
+    u.used_bytes += d->live_bytes();  // lock-free: asked in the volume's write path
+    u.flash_bytes += d->usable_bytes();
   }
   return u;
 }

@@ -132,7 +132,11 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   double expected = 4096.0 / (32 + 4096.0 * std::max(100u - pct, 1u) / 100.0);
   EXPECT_NEAR(st.compression_ratio(), expected, expected * 0.15) << "compressibility " << pct;
   EXPECT_GT(st.gc_erased_eus, 0u) << "the workload is meant to exercise device GC";
+  EXPECT_EQ(m.drive().live_bytes(), st.live_bytes);  // the lock-free copy follows GC too
+  m.Trim(0, span / 2);
+  EXPECT_EQ(m.drive().live_bytes(), m.drive().stats().live_bytes);
   m.Reopen(o);
+  EXPECT_EQ(m.drive().live_bytes(), m.drive().stats().live_bytes);  // rebuilt by recovery
   m.VerifyAll();
 }
 
