@@ -161,7 +161,7 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Open(Backend& flash,
 // ---------------------------------------------------------------- host operations
 
 void CompressedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
-  completions_.Push(std::move(done), options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf));
+  completions_.Push(std::move(done), Read(lba, buf));
 }
 Status CompressedDrive::Read(Lba lba, std::span<std::byte> buf) {
   return options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf);
@@ -682,11 +682,17 @@ Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* o
   return flash_.ReadBytes(offset, *out);
 }
 
-Status CompressedDrive::FlushLocked() {
-  const uint64_t upto = next_seq_ - 1;
+Status CompressedDrive::WriteOpenPagesLocked(uint64_t* upto) {
+  *upto = next_seq_ - 1;
   for (auto& s : streams_) {
     if (s.eu >= 0) ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
   }
+  return Status::Ok();
+}
+
+Status CompressedDrive::FlushLocked() {
+  uint64_t upto = 0;
+  ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   durable_seq_ = upto;
   return Status::Ok();
@@ -696,10 +702,7 @@ Status CompressedDrive::FlushOutsideLock() {
   uint64_t upto = 0;
   {
     std::lock_guard lock(mu_);
-    upto = next_seq_ - 1;
-    for (auto& s : streams_) {
-      if (s.eu >= 0) ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
-    }
+    ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
   }
   // Every record up to `upto` is in the backend now; its flush covers them whatever is
   // written meanwhile, so writers and readers need not wait for it (an fsync takes tens

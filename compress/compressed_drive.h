@@ -176,6 +176,9 @@ class CompressedDrive final : public Backend {
   // The record at `loc` is on flash (not only in an open erase unit's buffer).
   bool OnFlashLocked(uint64_t loc) const;
   Status FlushLocked();
+  // Writes every open EU's pages, the partial last one included, and sets *upto to the
+  // newest record's sequence number: the flush that follows makes every record durable.
+  Status WriteOpenPagesLocked(uint64_t* upto);
   // Makes every record with seq <= `seq` durable, writing only the streams that hold one.
   Status SyncUpToLocked(uint64_t seq);
   Status CheckpointLocked();
