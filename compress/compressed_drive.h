@@ -155,8 +155,8 @@ class CompressedDrive final : public Backend {
 
   Status DoRead(Lba lba, std::span<std::byte> buf);
   Status ReadBlock(uint64_t block, std::byte* out);
-  // `reserved`: the room the write cache holds for this write, released under mu_ as its
-  // records are counted.
+  // `reserved`: the room the write cache holds for this write, released when it returns,
+  // after the live bytes its records added are published (see CacheWrite).
   Status DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved = 0);
   // The write cache (options_.write_cache_blocks > 0).
   Status CacheWrite(Lba lba, std::span<const std::byte> buf);
