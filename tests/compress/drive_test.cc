@@ -12,16 +12,12 @@
 #include "compress/drive_format.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
 
 using Block = std::vector<std::byte>;
-
-uint64_t SeedFromEnvOrRandom() {
-  if (const char* s = std::getenv("ERAID_SEED")) return std::strtoull(s, nullptr, 10);
-  return std::random_device{}();
-}
 
 Block MakeBlock(uint32_t pct, std::mt19937_64& rng) {
   Block b(kBlockSize);
@@ -98,7 +94,7 @@ class DriveRoundTrip : public ::testing::TestWithParam<std::tuple<uint32_t, uint
 
 TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   const auto [pct, cache] = GetParam();
-  const uint64_t seed = SeedFromEnvOrRandom();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu compressibility=%u%% write_cache=%u\n", (unsigned long long)seed, pct, cache);
   std::mt19937_64 rng(seed);
   // Size flash and working set so live data fills ~60% of flash at any compressibility,
@@ -223,7 +219,7 @@ TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
 // it writes). Drives a and b compress on the caller's thread, so the count of hits is
 // exact; drive c has a write cache, and its worker meets each block twice in a row.
 TEST(DriveTest, DrivesSharingACompressionMemoStoreWhatTheyAreGiven) {
-  const uint64_t seed = SeedFromEnvOrRandom();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   DriveOptions o = SmallOptions();
@@ -293,7 +289,7 @@ INSTANTIATE_TEST_SUITE_P(WriteCache, DriveNoSpace, ::testing::Values(0u, 64u));
 
 // Sustained random overwrites with live data at 90% of flash: GC must keep every block.
 TEST(DriveTest, GcKeepsDataAtNinetyPercentFull) {
-  const uint64_t seed = SeedFromEnvOrRandom();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   DriveOptions o;

@@ -19,6 +19,7 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 #include "tests/log/volume_rig.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 class VolumeTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VolumeTest, ModelWithGcAndReopen) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu placement=%s\n", (unsigned long long)seed, GetParam().c_str());
   std::mt19937_64 rng(seed);
   Rig rig(GetParam());
@@ -174,7 +175,7 @@ TEST(VolumeTest, FreeSpaceTriggerUsesFreeSpaceFirst) {
 // Every block carries its LBA and a CRC of its payload, so a reader can tell a torn or
 // misplaced block from a current one without knowing which write won.
 TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::vector<std::unique_ptr<MemBackend>> flash;
   std::vector<std::unique_ptr<CompressedDrive>> drives;
@@ -298,7 +299,7 @@ namespace {
 // a few hundred writes each, over three quarters of the capacity: GC must compact those
 // segments, and no write may fail for space (the served array met exactly this).
 TEST(VolumeTest, ManyRestartsNeverRunOutOfSpace) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   // The served array's shape at its smallest: 31 segments of 768 positions.

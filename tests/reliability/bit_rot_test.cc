@@ -17,14 +17,11 @@
 
 #include "common/data_gen.h"
 #include "tests/log/volume_rig.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
 
-uint64_t BaseSeed() {
-  const char* env = std::getenv("ERAID_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-}
 int Rounds() {
   const char* env = std::getenv("ERAID_BIT_ROT_ROUNDS");
   return env ? std::atoi(env) : 6;
@@ -88,7 +85,7 @@ void Report(const char* what, uint64_t seed, const Hits& h) {
 }
 
 TEST(BitRotTest, FlipsOnOneDeviceAreAllRepaired) {
-  const uint64_t base = BaseSeed();
+  const uint64_t base = TestSeed();
   Hits total;
   for (int round = 0; round < Rounds(); ++round) {
     const uint64_t seed = base + static_cast<uint64_t>(round);
@@ -131,7 +128,7 @@ TEST(BitRotTest, FlipsOnOneDeviceAreAllRepaired) {
 }
 
 TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
-  const uint64_t base = BaseSeed();
+  const uint64_t base = TestSeed();
   uint64_t right = 0, errors = 0, unrepairable = 0, refused = 0;
   Hits total;
   for (int round = 0; round < Rounds(); ++round) {

@@ -11,13 +11,13 @@
 
 #include "common/data_gen.h"
 #include "tests/log/volume_rig.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
 
 uint64_t Seed() {
-  const char* env = std::getenv("ERAID_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+  const uint64_t seed = TestSeed();
   std::printf("seed=%llu (replay: ERAID_SEED=%llu)\n", (unsigned long long)seed, (unsigned long long)seed);
   return seed;
 }
