@@ -234,7 +234,7 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   const uint64_t id = next_cache_id_++;
   for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
   cached_size_.store(cached_.size(), std::memory_order_release);
-  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr});
+  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst});
   cache_blocks_ += n;
   if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
   cache_work_cv_.notify_one();
@@ -320,8 +320,7 @@ void CompressedDrive::CacheWorker() {
     lock.unlock();
     std::vector<Status> results;
     for (const CachedWrite& w : batch) {
-      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data),
-                                w.blocks * (kRecordHeaderBytes + kBlockSize)));
+      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data), w.reserved));
     }
     lock.lock();
     for (size_t b = 0; b < batch.size(); ++b) {

@@ -233,6 +233,7 @@ class CompressedDrive final : public Backend {
     uint64_t lba = 0, blocks = 0, id = 0;
     std::shared_ptr<std::vector<std::byte>> data;
     IoCallback flush;
+    uint64_t reserved = 0;  // bytes admission reserved; DoWrite releases exactly these
   };
   // stats_.live_bytes, published (release) after every change under mu_: for
   // live_bytes() and CacheWrite's admission.
