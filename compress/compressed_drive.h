@@ -61,7 +61,8 @@ struct DriveOptions {
   // A checkpoint is written after this many times its own size has been written to flash.
   uint32_t checkpoint_every = 128;
   // Full flash pages of an open EU are written once this many have accumulated (and
-  // every page at a flush or when the EU fills): fewer, larger backend writes.
+  // every page at a flush or when the EU fills): fewer, larger backend writes. At the EU's
+  // size or more, an EU is written when it fills, or at a flush.
   uint32_t write_batch_blocks = 16;
   // A volatile write cache, as a drive's DRAM: 0 = every write is compressed and stored
   // before it completes. N > 0: a write of up to N blocks completes once copied into the

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -20,11 +21,16 @@ constexpr const char* kManifest = "eraid.conf";
 constexpr const char* kMagicLine = "eraid-array-dir 1";
 // Each emulated drive has a 2 MiB write cache: its compression runs on its own thread,
 // in parallel with the other drives' and outside the array's and the volume's locks. The
-// drives share a compression memo, so a mirrored block is compressed once.
+// drives share a compression memo, so a mirrored block is compressed once. An open erase
+// unit goes to its flash file when it fills, or at a flush, in one write: in 64 KiB
+// batches, the cache workers' synchronous waits for those writes were a quarter of the
+// server's context switches (random 4 KiB writes, flash in RAM: 0.7 switches and 28.6 µs
+// of server CPU per write, against 0.54 and 27.3 µs).
 constexpr uint32_t kDriveWriteCacheBlocks = 512;
 void SetServingDriveOptions(DriveOptions* d) {
   d->write_cache_blocks = kDriveWriteCacheBlocks;
   d->memo = std::make_shared<CompressionMemo>();
+  d->write_batch_blocks = std::numeric_limits<uint32_t>::max();
 }
 // A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
 // through io_uring.
