@@ -566,6 +566,10 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     ++seg.incarnation;
     ERAID_RETURN_IF_ERROR(JournalLocked(i, Durable::kAtNextFlush));
     seg.open = true;
+    if (seg.row_buf.capacity() == 0 && !spare_row_bufs_.empty()) {
+      seg.row_buf = std::move(spare_row_bufs_.back());
+      spare_row_bufs_.pop_back();
+    }
     seg.row_buf.assign(BlocksToBytes(geometry_.row_blocks()), std::byte{0});
     io_->FlashAllocAll(geometry_.SegmentStart(SegmentId(i)), geometry_.segment_span_blocks());
     return SegmentId(i);
@@ -708,8 +712,9 @@ Status ElasticArray::SealLocked(SegmentId s) {
   }
   seg.rows_to_unmirror.clear();
   seg.open = false;
-  seg.row_buf.clear();
-  seg.row_buf.shrink_to_fit();
+  // As many spares as there can be open segments (one per placement class, a few).
+  if (spare_row_bufs_.size() < 16) spare_row_bufs_.push_back(std::move(seg.row_buf));
+  seg.row_buf = AlignedBuffer();
   // No flush here: the seal record is written after the next flush (of whatever cause)
   // has made the blocks durable, and is durable after the one following it. Until it is
   // written, checkpoints record the entry as it was.
