@@ -6,9 +6,12 @@
 #     ceiling, nothing below the stack but memory;
 #   - eraid with its flash files on the disk's filesystem (--dir), as the demo runs.
 # Each is preconditioned by one sequential pass over the region, so reads find data.
+# Each point's time is split into rounds that alternate the targets (their order rotating),
+# so a ratio compares runs seconds apart: this machine's speed drifts by ±10% over
+# minutes, the memory plugin's too.
 # Reports IOPS, the ratios to the memory plugin, and latency percentiles.
 # Usage: tools/bench/nbd-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--ram-dir DIR]
-#                                 [--runtime S]
+#                                 [--runtime S] [--rounds N]
 #   --ram-dir defaults to /dev/shm (skipped, with a note, if it is not tmpfs); a full run
 #   rewrites the nbd section of docs/benchmarks.md; --quick prints only.
 set -euo pipefail
@@ -18,20 +21,24 @@ ROOT=$PWD
 BUILD=$ROOT/build
 QUICK=0
 RUNTIME=20
+ROUNDS=4
 TMPBASE=${TMPDIR:-/tmp}
 RAMBASE=/dev/shm
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) QUICK=1; RUNTIME=3 ;;
+    --quick) QUICK=1; RUNTIME=3; ROUNDS=1 ;;
     --build) BUILD=$2; shift ;;
     --dir) TMPBASE=$2; shift ;;
     --ram-dir) RAMBASE=$2; shift ;;
     --runtime) RUNTIME=$2; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --rounds) ROUNDS=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "nbd-bench: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+case "$RUNTIME$ROUNDS" in *[!0-9]*) echo "nbd-bench: --runtime and --rounds take whole numbers" >&2; exit 2 ;; esac
+[ "$ROUNDS" -ge 1 ] && [ "$RUNTIME" -ge "$ROUNDS" ] || { echo "nbd-bench: need 1 <= --rounds <= --runtime" >&2; exit 2; }
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "nbd-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 for tool in fio nbdkit; do
@@ -92,13 +99,22 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; 
 ROWS=""
 for qd in 1 16 64; do
   for rw in randread randwrite; do
-    declare -A IOPS=([ram]="–") LAT=([ram]="–")
-    for t in "${TARGETS[@]}"; do
-      echo "nbd-bench: $t $rw QD $qd (${RUNTIME}s)" >&2
-      line=$(fio_run "$t" $rw $qd --time_based --runtime="$RUNTIME" --randrepeat=0)
-      if [ "$rw" = randread ]; then i=8; p=18; else i=49; p=59; fi
-      IOPS[$t]=$(field "$line" $i)
-      LAT[$t]="$(pct "$line" $p 50.000000) / $(pct "$line" $p 99.000000)"
+    declare -A IOPS=([ram]="–") LAT=([ram]="–") SUM=() P50=() P99=()
+    if [ "$rw" = randread ]; then i=8; p=18; else i=49; p=59; fi
+    n=${#TARGETS[@]}
+    for ((round = 0; round < ROUNDS; round++)); do
+      for ((k = 0; k < n; k++)); do
+        t=${TARGETS[$(((k + round) % n))]}
+        echo "nbd-bench: $t $rw QD $qd, round $((round + 1))/$ROUNDS ($((RUNTIME / ROUNDS))s)" >&2
+        line=$(fio_run "$t" $rw $qd --time_based --runtime="$((RUNTIME / ROUNDS))" --randrepeat=0)
+        SUM[$t]=$(( ${SUM[$t]:-0} + $(field "$line" $i) ))
+        P50[$t]=$(( ${P50[$t]:-0} + $(pct "$line" $p 50.000000) ))
+        P99[$t]=$(( ${P99[$t]:-0} + $(pct "$line" $p 99.000000) ))
+      done
+    done
+    for t in "${TARGETS[@]}"; do  # means over the rounds
+      IOPS[$t]=$(( SUM[$t] / ROUNDS ))
+      LAT[$t]="$(( P50[$t] / ROUNDS )) / $(( P99[$t] / ROUNDS ))"
     done
     ram_ratio="–"
     [ -n "$RAMWORK" ] && ram_ratio="**$(ratio "${IOPS[ram]}" "${IOPS[memory]}")×**"
@@ -113,7 +129,8 @@ OUT=$WORK/section.md
   echo "Command: \`tools/bench/nbd-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
   echo "eraid: 4 emulated drives of $DEVSIZE flash (2× expansion, zstd −3, FlashAlloc), served by \`eraid serve\`,"
   echo "twice: with the drives' flash files in RAM (tmpfs) and on the disk ($(fstype "$TMPBASE")). Ceiling: nbdkit's"
-  echo "memory plugin, in the same run. fio ioengine=nbd over a Unix socket, 4 KiB, ${RUNTIME} s per point"
+  echo "memory plugin, in the same run. fio ioengine=nbd over a Unix socket, 4 KiB, ${RUNTIME} s per point and target,"
+  echo "in $ROUNDS round(s) that alternate the targets (IOPS and latencies: the rounds' means),"
   echo "over a $REGION region written once first, \`buffer_compress_percentage=50\`. fio and nbdkit"
   echo "share the machine's $(nproc) cores. Latencies are fio's completion latency p50 / p99 in µs."
   [ -n "$RAMNOTE" ] && { echo; echo "$RAMNOTE"; }
