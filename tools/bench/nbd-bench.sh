@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --ram-dir) RAMBASE=$2; shift ;;
     --runtime) RUNTIME=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "nbd-bench: unknown option $1" >&2; exit 2 ;;
   esac
   shift
