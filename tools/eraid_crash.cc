@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <latch>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -213,14 +214,16 @@ class Harness {
     const uint32_t kill_ms = delay(rng_);
     std::vector<std::thread> threads;
     std::atomic<bool> connect_failed{false};
+    // The kill's delay counts from when every connection is up: a slow start (TSan) once
+    // let the kill come first, and a connect to a killed server failed the run.
+    std::latch connected(o_.connections);
     for (uint32_t c = 0; c < o_.connections; ++c) {
       const uint64_t thread_seed = rng_();
-      threads.emplace_back([this, c, thread_seed, &connect_failed] {
+      threads.emplace_back([this, c, thread_seed, &connect_failed, &connected] {
         nbd_handle* h = Connect();
-        if (h == nullptr) {
-          connect_failed = true;
-          return;
-        }
+        if (h == nullptr) connect_failed = true;
+        connected.count_down();
+        if (h == nullptr) return;
         std::mt19937_64 g(thread_seed);
         std::vector<std::byte> block(kBlockSize);
         std::vector<uint64_t> since_flush;  // LBAs written on this connection since its last flush
@@ -270,7 +273,8 @@ class Harness {
         nbd_close(h);
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(kill_ms));
+    connected.wait();
+    if (!connect_failed) std::this_thread::sleep_for(std::chrono::milliseconds(kill_ms));
     ::kill(pid_, SIGKILL);
     for (auto& t : threads) t.join();
     Reap();
@@ -305,8 +309,8 @@ int main(int argc, char** argv) {
       ("soak", po::bool_switch(&soak), "a long run: 200 kills unless --kills says otherwise")
       ("connections", po::value(&o.connections)->default_value(o.connections), "writing NBD connections")
       ("device-size", po::value(&size)->default_value(size), "flash per emulated drive")
-      ("min-ms", po::value(&o.min_ms)->default_value(o.min_ms), "shortest time before a kill")
-      ("max-ms", po::value(&o.max_ms)->default_value(o.max_ms), "longest time before a kill")
+      ("min-ms", po::value(&o.min_ms)->default_value(o.min_ms), "shortest time from the connections being up to a kill")
+      ("max-ms", po::value(&o.max_ms)->default_value(o.max_ms), "longest time from the connections being up to a kill")
       ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
       ("dir", po::value(&o.dir), "where the array goes (default: a new temporary folder)")
       ("plugin", po::value(&o.plugin), "the nbdkit plugin (default: next to this program)")
