@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace eraid {
 
@@ -33,8 +34,29 @@ PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>
 }
 
 namespace {
-// Cold segments fill at most this share of the budget: the rest is kept for hot ones.
+// Idle segments (a decayed score under one read) fill at most this share of the budget:
+// the rest is kept for hot ones.
 constexpr double kColdShare = 0.9;
+constexpr double kIdleScore = 1.0;
+// A RAID5 segment displaces a RAID10 one only if it is this many times as dense.
+constexpr double kSwapRatio = 2.0;
+// ... and if the difference is beyond counting noise: the scores are sums of (decayed)
+// Poisson counts, so a difference under kSwapSigmas standard deviations may be chance.
+// At full speed scores run to thousands and only the ratio matters; at a few reads per
+// segment a second this keeps cold segments from trading places on luck.
+constexpr double kSwapSigmas = 3.0;
+
+// Whether a RAID5 segment of density `hot` (accesses per block, `blocks` written) should
+// displace a RAID10 one of density `cold`. Both scores are taken at the RAID5 one's size.
+bool WorthASwap(double hot, double cold, double blocks) {
+  const double a = hot * blocks, b = cold * blocks;
+  return hot >= kSwapRatio * cold && a - b >= kSwapSigmas * std::sqrt(a + b);
+}
+
+// Promotions must fit within this share of the budget, demotions start above all of it:
+// a band of 1% in which physical use may wander (writes, drive GC) without a segment
+// being mirrored and demoted back in turn.
+constexpr double kFitShare = 0.99;
 }  // namespace
 
 Scheduler::Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
@@ -44,7 +66,7 @@ Scheduler::Scheduler(ElasticArray& array, Volume& volume, std::function<Physical
       physical_(std::move(physical)),
       options_(options),
       clock_(clock),
-      hot_(array.geometry().segments),
+      hot_(array.geometry().segments, options.hotness, clock.NowNanos()),
       busy_(array.geometry().segments, false),
       free_mirror_(array.geometry().segments, false),
       last_refill_ns_(clock.NowNanos()) {
@@ -120,7 +142,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   struct Seen {
     SegmentId s;
     SegmentInfo info;
-    bool cold;
+    double density;    // decayed accesses per written block
     double data_phys;  // physical bytes of one copy of the data
     double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
     uint64_t bytes;
@@ -141,7 +163,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
       continue;
     }
     const SegmentInfo info = InfoLocked(s, devices);
-    if (!info.sealed) continue;
+    if (!info.sealed || info.frontier == 0) continue;
     const uint64_t bytes = BlocksToBytes(info.frontier);
     const double a_usr = info.alpha_usr > 0 ? info.alpha_usr : 1.0;
     // A RAID10 segment has no parity to measure: parity of data compresses about as the
@@ -149,7 +171,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     const double a_pty = info.alpha_pty > 0 ? info.alpha_pty : a_usr;
     const double data_phys = double(bytes) / a_usr;
     const double delta = data_phys - double(bytes) / (n * a_pty);
-    Seen seen{s, info, hot_.IsCold(s.value), data_phys, delta, bytes};
+    Seen seen{s, info, double(hot_.score(s.value)) / double(info.frontier), data_phys, delta, bytes};
     if (info.scheme == SegmentScheme::kRaid5) {
       // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
       if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual && info.alpha_usr > 0 && info.alpha_pty > 0 &&
@@ -175,39 +197,80 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     case Policy::kElastic:
       break;
   }
-  // Over budget: cold RAID10 segments go back to RAID5 first, then any.
+  // Densest first among RAID5 segments, least dense first among RAID10 ones; equal
+  // densities (idle segments) by index, so the order is stable from pass to pass.
+  std::sort(raid5.begin(), raid5.end(), [](const Seen& a, const Seen& b) {
+    return a.density != b.density ? a.density > b.density : a.s.value < b.s.value;
+  });
+  std::sort(raid10.begin(), raid10.end(), [](const Seen& a, const Seen& b) {
+    return a.density != b.density ? a.density < b.density : a.s.value < b.s.value;
+  });
+  // Over budget: RAID10 segments go back to RAID5, least dense first (space comes before
+  // cooldowns and second chances).
   if (used > budget) {
-    for (int pass = 0; pass < 2; ++pass) {
-      for (const Seen& c : raid10) {
-        if ((pass == 0) == c.cold) return Candidate{c.s, SegmentScheme::kRaid5, c.bytes, false};
-      }
-    }
+    if (!raid10.empty()) return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
     return std::nullopt;
   }
-  // Under budget: hot RAID5 segments become RAID10 while they fit. One that does not fit
-  // makes room by sending a cold RAID10 segment back to RAID5.
+  // Under budget: RAID5 segments that were accessed at all become RAID10, densest first,
+  // while they fit. Past that, the densest ones displace the least dense RAID10 ones,
+  // pair by pair, but only where the RAID5 one is kSwapRatio times as dense (hysteresis:
+  // near-equal segments do not trade places on noise), and only once the RAID10 one has
+  // had its second chance: every victim of this pass is marked now, and demoted if it is
+  // still a victim in a later epoch.
+  size_t victim = 0;
+  bool waiting = false;
   for (const Seen& c : raid5) {
-    if (c.cold) continue;
-    if (used + c.delta <= budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
-    for (const Seen& victim : raid10) {
-      if (victim.cold) return Candidate{victim.s, SegmentScheme::kRaid5, victim.bytes, false};
+    if (c.density * double(c.info.frontier) < kIdleScore) break;  // the rest are idle
+    if (hot_.InCooldown(c.s.value)) continue;
+    if (used + c.delta <= kFitShare * budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+    while (victim < raid10.size() && hot_.InCooldown(raid10[victim].s.value)) ++victim;
+    if (victim == raid10.size() || !WorthASwap(c.density, raid10[victim].density, double(c.info.frontier))) break;
+    const Seen& v = raid10[victim++];
+    switch (hot_.OfferDemotion(v.s.value)) {
+      case SegmentHotness::Offer::kDemote: return Candidate{v.s, SegmentScheme::kRaid5, v.bytes, false, true};
+      case SegmentHotness::Offer::kMarked: ++stats_.second_chances; [[fallthrough]];
+      case SegmentHotness::Offer::kWaiting: waiting = true;
     }
-    break;
   }
-  // Cold RAID5 segments too, within a share of the budget that leaves room for hot ones.
-  for (const Seen& c : raid5) {
-    if (c.cold && used + c.delta <= kColdShare * budget) {
+  if (waiting) return std::nullopt;  // the room is promised to the swaps
+  // Idle RAID5 segments too, within a share of the budget that leaves room for hot ones.
+  for (auto it = raid5.rbegin(); it != raid5.rend(); ++it) {
+    const Seen& c = *it;
+    if (c.density * double(c.info.frontier) >= kIdleScore) break;
+    if (!hot_.InCooldown(c.s.value) && used + c.delta <= kColdShare * budget) {
       return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
     }
   }
   return std::nullopt;
 }
 
+void Scheduler::MaybeCloseEpochLocked() {
+  const bool closed = hot_.MaybeCloseEpoch(clock_.NowNanos(), [this](uint32_t s) {
+    const SegmentInfo i = array_.segment_info(SegmentId(s), /*usage=*/false);
+    return SegmentHotness::SegmentNow{i.scheme == SegmentScheme::kRaid10, i.generation};
+  });
+  if (!closed) return;
+  stats_.epochs = hot_.epoch();
+  stats_.hot_read_coverage = hot_.read_coverage();
+  stats_.last_epoch_reads = hot_.last_epoch_reads();
+}
+
+Scheduler::SegmentHeat Scheduler::Heat(SegmentId s) const {
+  std::lock_guard lock(decide_mu_);
+  const float score = hot_.score(s.value);
+  const uint32_t frontier = array_.segment_info(s, /*usage=*/false).frontier;
+  return SegmentHeat{score, frontier ? double(score) / double(frontier) : 0.0};
+}
+
 Result<uint32_t> Scheduler::Step() {
   std::unique_lock lock(decide_mu_);
   ++stats_.steps;
-  hot_.Advance(options_.hand_steps);
+  MaybeCloseEpochLocked();
   Refill();
+  if (options_.policy != Policy::kManual && array_.stats().degraded) {
+    ++stats_.degraded_steps;  // frozen until every device is healthy (the header says why)
+    return 0u;
+  }
   uint32_t done = 0;
   std::vector<uint32_t> tried;
   while (done < options_.max_conversions_per_step) {
@@ -222,9 +285,7 @@ Result<uint32_t> Scheduler::Step() {
     tried.push_back(c->s.value);
     busy_[c->s.value] = true;
     lock.unlock();
-    const uint64_t before = array_.stats().conversion_bytes;
     Status s = array_.Convert(c->s, c->to);
-    const uint64_t moved = array_.stats().conversion_bytes - before;
     lock.lock();
     busy_[c->s.value] = false;
     if (!s.ok()) {
@@ -234,8 +295,9 @@ Result<uint32_t> Scheduler::Step() {
     }
     if (stats_.throttle_bytes_per_sec > 0) tokens_ -= double(c->bytes);
     stats_.bytes_moved += c->bytes;
-    (void)moved;
     ++(c->to == SegmentScheme::kRaid10 ? stats_.to_raid10 : stats_.to_raid5);
+    if (c->swap) ++stats_.swaps;
+    hot_.Converted(c->s.value);
     if (c->autonomous) {
       ++stats_.autonomous;
       free_mirror_[c->s.value] = true;

@@ -2,14 +2,22 @@
 // RAID5 and RAID10 by compressibility and hotness, under a physical-capacity budget, in the
 // background and throttled (docs/scheduler.md).
 //
-//   - Hotness: second chance over segments (hotness.h); the volume tells it of reads and
-//     invalidations (it is the volume's VolumeListener).
+//   - Hotness: decayed access counts per segment, ranked by density (hotness.h); the volume
+//     tells it of reads and invalidations (it is the volume's VolumeListener).
 //   - Compressibility: α_usr and α_pty of each segment, from the drives. The autonomous
 //     rule: a RAID5 segment with α_usr >= n·α_pty costs no more as RAID10: convert it.
-//   - Budget: physical use stays under β of the drives' flash. Hot RAID5 segments become
-//     RAID10 while the budget allows; cold RAID10 segments become RAID5 when it is
-//     exceeded; segments whose garbage proportion says GC will reclaim them soon are left
-//     alone; new segments are born RAID10 only with room to spare.
+//   - Budget: physical use stays under β of the drives' flash. Under it, RAID5 segments
+//     become RAID10 densest first while they fit; one that does not fit displaces the
+//     least dense RAID10 segment only if it is at least twice as dense, and only after that
+//     one's second chance (it must still be the victim an epoch later). Over it, RAID10
+//     segments go back to RAID5, least dense first. A converted segment is not converted
+//     back by hotness within a cooldown. Segments whose garbage proportion says GC will
+//     reclaim them soon are left alone; new segments are born RAID10 only with room to
+//     spare.
+//   - Degraded or rebuilding arrays: no conversions at all (reading a segment to convert
+//     it would go through reconstruction, and its new layout would be written without
+//     redundancy); hotness keeps counting, and the scheduler resumes when every device is
+//     healthy again. `eraid convert` still converts on the user's word.
 //   - Throttle: a token bucket of bytes per second over the user bytes converted.
 //   - Policies for comparisons: elastic (all of the above), raid5 (everything RAID5),
 //     raid10 (RAID10 wherever the budget allows, hot or not), manual (the scheduler converts
@@ -50,7 +58,7 @@ struct SchedulerOptions {
   uint64_t rate_bytes_per_sec = 0;  // user bytes converted per second; 0 = unthrottled
   uint32_t workers = 1;             // background threads (Start)
   double gc_skip_gp = 0.5;          // segments with at least this garbage proportion are GC's
-  uint32_t hand_steps = 32;         // CLOCK hand advance per step
+  HotnessOptions hotness;           // the window and epochs of the hotness measure
   uint32_t max_conversions_per_step = 8;
   uint64_t idle_sleep_ms = 50;      // background: pause when a step found nothing to do
 };
@@ -71,6 +79,12 @@ struct SchedulerStats {
   uint64_t bytes_moved = 0;               // user bytes of the converted segments
   uint64_t skipped_for_gc = 0;            // candidates left to GC
   uint64_t born_raid10 = 0, born_raid5 = 0;
+  uint64_t swaps = 0;                     // of to_raid5: demoted to make room for a denser one
+  uint64_t second_chances = 0;            // demotions deferred by a segment's second chance
+  uint64_t degraded_steps = 0;            // steps that converted nothing: a device was not healthy
+  uint32_t epochs = 0;                    // hotness epochs closed
+  double hot_read_coverage = -1;          // share of the last epoch's reads on RAID10 (-1: none yet)
+  uint64_t last_epoch_reads = 0;
   double budget_use = 0;                  // physical use / (β · flash), last seen
   uint64_t throttle_bytes_per_sec = 0;
 };
@@ -82,8 +96,8 @@ class Scheduler final : public VolumeListener {
             const SchedulerOptions& options, const Clock& clock = SystemClock::Default());
   ~Scheduler() override;
 
-  void OnSegmentRead(SegmentId s) override { hot_.Touch(s.value); }
-  void OnBlockInvalidated(SegmentId s) override { hot_.Touch(s.value); }
+  void OnSegmentRead(SegmentId s) override { hot_.OnRead(s.value); }
+  void OnBlockInvalidated(SegmentId s) override { hot_.OnInvalidate(s.value); }
   SegmentScheme SchemeForNewSegment() override;
   // True when physical use is over β, and then until it is 2% of the flash below it.
   // Called by the volume after every write.
@@ -98,7 +112,13 @@ class Scheduler final : public VolumeListener {
   void set_rate(uint64_t bytes_per_sec);
 
   SchedulerStats stats() const;
-  const ClockHotness& hotness() const { return hot_; }
+  // A segment's hotness as of the last closed epoch: its decayed accesses, and those per
+  // written block (its density, what the budget ranks by).
+  struct SegmentHeat {
+    float score = 0;
+    double density = 0;
+  };
+  SegmentHeat Heat(SegmentId s) const;
 
  private:
   struct Candidate {
@@ -106,9 +126,12 @@ class Scheduler final : public VolumeListener {
     SegmentScheme to;
     uint64_t bytes;
     bool autonomous;
+    bool swap = false;  // a demotion that makes room for a denser segment
   };
   // Under decide_mu_: the next conversion, if any.
   std::optional<Candidate> PickLocked(const PhysicalUse& use);
+  // Under decide_mu_: closes a hotness epoch if one is due.
+  void MaybeCloseEpochLocked();
   void Refill();
 
   ElasticArray& array_;
@@ -116,7 +139,7 @@ class Scheduler final : public VolumeListener {
   std::function<PhysicalUse()> physical_;
   SchedulerOptions options_;
   const Clock& clock_;
-  ClockHotness hot_;
+  SegmentHotness hot_;
 
   mutable std::mutex decide_mu_;
   std::vector<bool> busy_;       // segments a worker is converting now

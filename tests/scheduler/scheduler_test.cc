@@ -1,6 +1,6 @@
 // The conversion scheduler on a real stack (compressing drives over memory, the elastic
 // array, the SepBIT volume), driven step by step with a manual clock:
-//   - CLOCK hotness: a segment untouched for a whole pass of the hand is cold;
+//   - hotness: decayed counts, rate-independent ranking, epochs, second chance, cooldown;
 //   - data that compresses ~3:1 with poorly compressible parity (n = 3) ends fully
 //     RAID10 by the autonomous rule;
 //   - incompressible data: physical use ends under β, no write fails for space;
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -26,21 +27,117 @@ namespace {
 
 using Block = std::vector<std::byte>;
 
-TEST(ClockHotnessTest, UntouchedForAFullPassIsCold) {
-  ClockHotness h(8);
-  for (uint32_t s = 0; s < 8; ++s) EXPECT_FALSE(h.IsCold(s)) << "everything starts hot";
-  h.Advance(8);  // first pass: clears every bit
-  for (uint32_t s = 0; s < 8; ++s) EXPECT_FALSE(h.IsCold(s));
-  h.Touch(3);
-  h.Advance(8);  // second pass: still clear -> cold, except 3 (second chance)
-  for (uint32_t s = 0; s < 8; ++s) EXPECT_EQ(h.IsCold(s), s != 3) << s;
-  h.Touch(5);
-  EXPECT_FALSE(h.IsCold(5)) << "a touch makes it hot at once";
-  h.Advance(8);
-  EXPECT_FALSE(h.IsCold(5));
-  EXPECT_TRUE(h.IsCold(3)) << "3 was not touched again";
-  h.Reset(3);
-  EXPECT_FALSE(h.IsCold(3));
+constexpr uint64_t kSecond = 1'000'000'000;
+
+SegmentHotness::SegmentNow Unmirrored(uint32_t) { return {}; }
+
+TEST(SegmentHotnessTest, ScoresDecayByHalfLifeAndRankTheSameAtAnyRate) {
+  HotnessOptions o;
+  o.half_life_ms = 2000;
+  o.epoch_ms = 1000;
+  o.min_epoch_accesses = 10;
+  for (uint32_t rate : {1u, 100u, 10000u}) {  // reads per epoch of the coldest segment
+    SegmentHotness h(4, o, 0);
+    uint64_t now = 0;
+    for (int epoch = 0; epoch < 20; ++epoch) {
+      for (uint32_t s = 0; s < 4; ++s) {
+        for (uint32_t i = 0; i < rate * (1u << (2 * s)); ++i) h.OnRead(s);  // 1, 4, 16, 64 x
+      }
+      now += kSecond;
+      ASSERT_TRUE(h.MaybeCloseEpoch(now, Unmirrored));
+    }
+    // Steady state of score = score * 2^-0.5 + r: r / (1 - 2^-0.5).
+    const double steady = double(rate) / (1 - std::exp2(-0.5));
+    EXPECT_NEAR(h.score(0), steady, 0.01 * steady) << rate;
+    for (uint32_t s = 1; s < 4; ++s) {
+      EXPECT_NEAR(h.score(s) / h.score(s - 1), 4.0, 0.01) << "the ranking and its ratios do not depend on the rate";
+    }
+    // Nothing more read: two epochs (one half-life) halve every score.
+    const float before = h.score(3);
+    h.OnRead(0);
+    for (int i = 0; i < 10; ++i) h.OnInvalidate(0);  // enough accesses to close the epochs
+    now += kSecond;
+    ASSERT_TRUE(h.MaybeCloseEpoch(now, Unmirrored));
+    for (int i = 0; i < 11; ++i) h.OnInvalidate(0);
+    now += kSecond;
+    ASSERT_TRUE(h.MaybeCloseEpoch(now, Unmirrored));
+    EXPECT_NEAR(h.score(3), before / 2, 0.01 * before);
+  }
+}
+
+TEST(SegmentHotnessTest, AnEpochNeedsItsTimeAndItsAccessesAndAnIdleSpellDecaysLittle) {
+  HotnessOptions o;
+  o.half_life_ms = 1000;
+  o.epoch_ms = 1000;
+  o.min_epoch_accesses = 100;
+  SegmentHotness h(2, o, 0);
+  for (int i = 0; i < 100; ++i) h.OnRead(0);
+  EXPECT_FALSE(h.MaybeCloseEpoch(kSecond / 2, Unmirrored)) << "too short";
+  ASSERT_TRUE(h.MaybeCloseEpoch(kSecond, Unmirrored));
+  EXPECT_FLOAT_EQ(h.score(0), 100);
+  for (int i = 0; i < 99; ++i) h.OnRead(1);
+  EXPECT_FALSE(h.MaybeCloseEpoch(3 * kSecond, Unmirrored)) << "too few accesses";
+  EXPECT_EQ(h.epoch(), 1u);
+  h.OnRead(1);
+  // An hour later: decayed by four epochs at most (2^-4), not by an hour.
+  ASSERT_TRUE(h.MaybeCloseEpoch(3600 * kSecond, Unmirrored));
+  EXPECT_FLOAT_EQ(h.score(0), 100.0f / 16);
+  EXPECT_FLOAT_EQ(h.score(1), 100);
+}
+
+TEST(SegmentHotnessTest, InvalidationsWeighAQuarterAndCoverageCountsMirroredReads) {
+  HotnessOptions o;
+  o.min_epoch_accesses = 1;
+  SegmentHotness h(3, o, 0);
+  for (int i = 0; i < 8; ++i) h.OnInvalidate(0);
+  for (int i = 0; i < 30; ++i) h.OnRead(1);
+  for (int i = 0; i < 10; ++i) h.OnRead(2);
+  ASSERT_TRUE(h.MaybeCloseEpoch(kSecond, [](uint32_t s) { return SegmentHotness::SegmentNow{s == 1, 0}; }));
+  EXPECT_FLOAT_EQ(h.score(0), 2);
+  EXPECT_DOUBLE_EQ(h.read_coverage(), 0.75) << "30 of 40 reads on the mirrored segment";
+  EXPECT_EQ(h.last_epoch_reads(), 40u);
+  // Segment 1 freed and allocated again: its score starts over.
+  h.OnRead(2);
+  ASSERT_TRUE(h.MaybeCloseEpoch(2 * kSecond, [](uint32_t s) { return SegmentHotness::SegmentNow{false, s == 1 ? 7u : 0u}; }));
+  EXPECT_FLOAT_EQ(h.score(1), 0);
+  EXPECT_GT(h.score(2), 0);
+}
+
+TEST(SegmentHotnessTest, SecondChanceAndCooldown) {
+  HotnessOptions o;
+  o.min_epoch_accesses = 1;
+  o.cooldown_epochs = 3;
+  SegmentHotness h(2, o, 0);
+  uint64_t now = 0;
+  auto close = [&] {
+    h.OnRead(1);
+    now += kSecond;
+    ASSERT_TRUE(h.MaybeCloseEpoch(now, Unmirrored));
+  };
+  using Offer = SegmentHotness::Offer;
+  EXPECT_EQ(h.OfferDemotion(0), Offer::kMarked) << "the first offer only marks it";
+  EXPECT_EQ(h.OfferDemotion(0), Offer::kWaiting) << "another in the same epoch waits";
+  close();
+  EXPECT_EQ(h.OfferDemotion(0), Offer::kDemote) << "still the victim an epoch later";
+  h.Converted(0);
+  for (uint32_t e = 0; e < 3; ++e) {
+    EXPECT_TRUE(h.InCooldown(0)) << e;
+    close();
+  }
+  EXPECT_FALSE(h.InCooldown(0));
+  EXPECT_EQ(h.OfferDemotion(1), Offer::kMarked);
+  close();
+  close();
+  close();
+  EXPECT_EQ(h.OfferDemotion(1), Offer::kMarked) << "a mark three epochs old is stale: marked anew";
+  close();
+  EXPECT_EQ(h.OfferDemotion(1), Offer::kDemote);
+  // Stamps survive the 16-bit epoch counter wrapping.
+  for (int i = 0; i < 70000; ++i) close();
+  EXPECT_FALSE(h.InCooldown(0));
+  EXPECT_EQ(h.OfferDemotion(0), Offer::kMarked);
+  close();
+  EXPECT_EQ(h.OfferDemotion(0), Offer::kDemote);
 }
 
 // Text-like data: words from a small vocabulary. Compresses ~3:1, but the XOR of three
@@ -166,43 +263,141 @@ TEST(SchedulerTest, IncompressibleDataStaysUnderBetaAndNoWriteFails) {
   EXPECT_LE(double(u.used_bytes), o.beta * double(u.flash_bytes));
 }
 
-TEST(SchedulerTest, HotReadsLandOnRaid10UnderATightBudget) {
+// A stack written full of incompressible data (born RAID5), with a scheduler whose budget
+// mirrors about `share` of it; reads are driven in rounds of one simulated second.
+struct HotRig {
   Stack st;
-  const uint64_t cap = st.volume->capacity_blocks();
-  std::mt19937_64 rng(7);
-  Block b(kBlockSize);
-  for (uint64_t lba = 0; lba < cap; ++lba) {  // everything, incompressible, born RAID5
-    FillBlockWithCompressibility(b, 0, rng);
-    ASSERT_TRUE(st.volume->Write(lba, b).ok());
+  uint64_t cap = 0;
+  std::mt19937_64 rng;
+  Block b = Block(kBlockSize);
+
+  explicit HotRig(uint64_t seed, double share = 0.25) : rng(seed) {
+    cap = st.volume->capacity_blocks();
+    for (uint64_t lba = 0; lba < cap; ++lba) {
+      FillBlockWithCompressibility(b, 0, rng);
+      EXPECT_TRUE(st.volume->Write(lba, b).ok());
+    }
+    EXPECT_TRUE(st.volume->Flush().ok());
+    const PhysicalUse u0 = st.Physical();
+    SchedulerOptions o;
+    o.beta = (double(u0.used_bytes) + share * double(BlocksToBytes(cap)) * 2.0 / 3.0) / double(u0.flash_bytes);
+    o.hotness.half_life_ms = 5000;
+    o.hotness.cooldown_epochs = 5;
+    st.StartScheduler(o);
   }
-  ASSERT_TRUE(st.volume->Flush().ok());
-  // A budget with room for about a quarter of the data mirrored.
-  const PhysicalUse u0 = st.Physical();
-  const double data_bytes = double(BlocksToBytes(cap));
-  SchedulerOptions o;
-  o.beta = (double(u0.used_bytes) + 0.25 * data_bytes * 2.0 / 3.0) / double(u0.flash_bytes);
-  st.StartScheduler(o);
-  const uint64_t hot = cap / 5;
-  uint64_t hot_reads = 0, hot_on_raid10 = 0;
-  for (int round = 0; round < 60; ++round) {
-    for (int i = 0; i < 2000; ++i) {
+  // One second: `reads` reads, 80% of them uniform over [hot, hot + cap/5), the rest over
+  // the other LBAs; then a scheduler step. Returns the share of the hot reads that found
+  // their block in a RAID10 segment.
+  double Round(uint64_t hot, int reads = 4000) {
+    const uint64_t zone = cap / 5;
+    uint64_t hot_reads = 0, hot_on_raid10 = 0;
+    for (int i = 0; i < reads; ++i) {
       const bool pick_hot = rng() % 10 < 8;
-      const uint64_t lba = pick_hot ? rng() % hot : hot + rng() % (cap - hot);
-      ASSERT_TRUE(st.volume->Read(lba, b).ok());
-      if (round >= 40 && pick_hot) {
+      const uint64_t lba = pick_hot ? hot + rng() % zone : (hot + zone + rng() % (cap - zone)) % cap;
+      EXPECT_TRUE(st.volume->Read(lba, b).ok());
+      if (pick_hot) {
         ++hot_reads;
         auto s = st.volume->Locate(lba);
-        if (s && st.array->segment_info(*s).scheme == SegmentScheme::kRaid10) ++hot_on_raid10;
+        if (s && st.array->segment_info(*s, false).scheme == SegmentScheme::kRaid10) ++hot_on_raid10;
       }
     }
-    ASSERT_TRUE(st.scheduler->Step().ok());
+    st.clock.AdvanceNanos(kSecond);
+    auto r = st.scheduler->Step();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return double(hot_on_raid10) / double(hot_reads);
   }
-  const double share = double(hot_on_raid10) / double(hot_reads);
-  std::printf("hot reads on RAID10: %.3f; coverage %.3f; beta %.3f; to_raid10=%llu to_raid5=%llu\n", share,
-              st.SealedCoverage(), o.beta, (unsigned long long)st.scheduler->stats().to_raid10,
-              (unsigned long long)st.scheduler->stats().to_raid5);
-  EXPECT_GE(share, 0.8);
-  EXPECT_LE(st.SealedCoverage(), 0.45) << "the budget must bind";
+  uint64_t Conversions() const {
+    const SchedulerStats s = st.scheduler->stats();
+    return s.to_raid10 + s.to_raid5;
+  }
+};
+
+TEST(SchedulerTest, HotReadsLandOnRaid10UnderATightBudget) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed %llu (ERAID_SEED replays)\n", (unsigned long long)seed);
+  HotRig rig(seed);
+  for (int round = 0; round < 40; ++round) rig.Round(0);
+  double share = 0;
+  for (int round = 0; round < 20; ++round) share += rig.Round(0) / 20;
+  const SchedulerStats ss = rig.st.scheduler->stats();
+  std::printf("hot reads on RAID10: %.3f; coverage %.3f; hot-read coverage %.3f; to_raid10=%llu to_raid5=%llu\n", share,
+              rig.st.SealedCoverage(), ss.hot_read_coverage, (unsigned long long)ss.to_raid10,
+              (unsigned long long)ss.to_raid5);
+  EXPECT_GE(share, 0.9);
+  EXPECT_LE(rig.st.SealedCoverage(), 0.45) << "the budget must bind";
+  EXPECT_GT(ss.hot_read_coverage, 0.7) << "80% of reads are hot, and they are mirrored";
+}
+
+// The hot fifth moves to the middle of the volume: the new one is mirrored and the old one
+// demoted within a bounded time, and a workload that stays put makes (almost) no
+// conversions once converged.
+TEST(SchedulerTest, AMovingHotZoneIsFollowedAndAStableOneConverges) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed %llu (ERAID_SEED replays)\n", (unsigned long long)seed);
+  HotRig rig(seed);
+  for (int round = 0; round < 40; ++round) rig.Round(0);
+  const uint64_t before = rig.Conversions();
+  double share = 0;
+  for (int round = 0; round < 60; ++round) share += rig.Round(0) / 60;
+  const uint64_t stable = rig.Conversions() - before;
+  std::printf("converged: hot share %.3f; %llu conversions in the next 60 s\n", share, (unsigned long long)stable);
+  EXPECT_GE(share, 0.9);
+  EXPECT_LE(stable, 4u) << "a stable workload must not churn";
+  const uint64_t middle = 2 * (rig.cap / 5);
+  int rounds = 0;
+  double moved = 0;
+  for (; rounds < 90; ++rounds) {
+    moved = rig.Round(middle);
+    if (rounds >= 10 && moved >= 0.9) break;
+  }
+  std::printf("the hot zone moved: %.3f of its reads on RAID10 after %d s; to_raid10=%llu to_raid5=%llu swaps=%llu\n",
+              moved, rounds, (unsigned long long)rig.st.scheduler->stats().to_raid10,
+              (unsigned long long)rig.st.scheduler->stats().to_raid5,
+              (unsigned long long)rig.st.scheduler->stats().swaps);
+  EXPECT_GE(moved, 0.9) << "the new hot zone is mirrored within 90 s";
+  double old_share = 0;  // the old zone, read now as a cold zone is
+  {
+    uint64_t on = 0, all = 0;
+    for (uint64_t lba = 0; lba < rig.cap / 5; ++lba) {
+      auto s = rig.st.volume->Locate(lba);
+      if (!s) continue;
+      ++all;
+      if (rig.st.array->segment_info(*s, false).scheme == SegmentScheme::kRaid10) ++on;
+    }
+    old_share = double(on) / double(all);
+  }
+  std::printf("the old hot zone: %.3f of it still RAID10\n", old_share);
+  EXPECT_LE(old_share, 0.5) << "the old hot zone gave its room to the new one";
+}
+
+// While a device is missing nothing is converted (each conversion would read through
+// reconstruction and write a layout without redundancy); hotness keeps counting, and the
+// scheduler resumes once the device is rebuilt.
+TEST(SchedulerTest, ADegradedArrayConvertsNothingAndResumesAfterTheRebuild) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed %llu (ERAID_SEED replays)\n", (unsigned long long)seed);
+  HotRig rig(seed);
+  ASSERT_TRUE(rig.st.array->FailDevice(2).ok());
+  for (int round = 0; round < 20; ++round) rig.Round(0);
+  SchedulerStats ss = rig.st.scheduler->stats();
+  EXPECT_EQ(ss.to_raid10 + ss.to_raid5, 0u) << "no conversions while degraded";
+  EXPECT_GE(ss.degraded_steps, 20u);
+  EXPECT_GE(ss.epochs, 15u) << "hotness keeps counting";
+  DriveOptions d;
+  d.erase_unit_blocks = 16;
+  d.expansion = 2.0;
+  MemBackend flash(6144);
+  auto fresh = CompressedDrive::Format(flash, d);
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(rig.st.array->Replace(2, fresh->get()).ok());
+  double share = 0;
+  for (int round = 0; round < 20; ++round) share = rig.Round(0);
+  ss = rig.st.scheduler->stats();
+  std::printf("after the rebuild: %.3f of hot reads on RAID10; to_raid10=%llu\n", share,
+              (unsigned long long)ss.to_raid10);
+  EXPECT_GT(ss.to_raid10, 0u);
+  EXPECT_GE(share, 0.9) << "what was learnt while degraded is used at once";
+  ASSERT_TRUE(rig.st.array->FailDevice(2).ok());  // the fresh drive dies before the rig
 }
 
 TEST(SchedulerTest, ThrottleHoldsWithinTenPercent) {
