@@ -206,6 +206,14 @@ std::optional<uint64_t> LogEngine::Locate(uint64_t lba) const {
   return segments_[IndexOf(map_[lba])]->handle;
 }
 
+void LogEngine::ForEachMapped(uint64_t first, uint64_t count,
+                              const std::function<void(uint64_t handle, uint64_t lba)>& fn) const {
+  const uint64_t end = std::min<uint64_t>(map_.size(), first + count);
+  for (uint64_t lba = first; lba < end; ++lba) {
+    if (map_[lba] != 0) fn(segments_[IndexOf(map_[lba])]->handle, lba);
+  }
+}
+
 // What collecting a sealed segment gives back, as a share of a segment: its invalid
 // blocks, and the room it was sealed without filling (a segment sealed part-full by a
 // restart holds nothing but that room). A full segment's is its garbage proportion.

@@ -106,6 +106,8 @@ class LogEngine {
   void ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const;
   // The store handle of the segment holding an LBA's current copy.
   std::optional<uint64_t> Locate(uint64_t lba) const;
+  // Calls fn(handle, lba) for every mapped LBA in [first, first + count), in LBA order.
+  void ForEachMapped(uint64_t first, uint64_t count, const std::function<void(uint64_t handle, uint64_t lba)>& fn) const;
   uint64_t now() const { return now_; }
   // For tests: the class of the segment holding `lba`, or -1.
   int ClassOf(uint64_t lba) const;

@@ -1,5 +1,6 @@
 #include "log/volume.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -207,6 +208,27 @@ std::optional<SegmentId> Volume::Locate(uint64_t lba) const {
   auto handle = engine_->Locate(lba);
   if (!handle) return std::nullopt;
   return SegmentId(static_cast<uint32_t>(*handle));
+}
+
+std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t bins) const {
+  std::vector<SegmentLbas> out(segments);
+  bins = std::max(1u, bins);
+  constexpr uint64_t kPiece = 1 << 16;
+  for (uint64_t first = 0; first < capacity_blocks_; first += kPiece) {
+    std::shared_lock lock(mu_);
+    engine_->ForEachMapped(first, kPiece, [&](uint64_t handle, uint64_t lba) {
+      if (handle >= out.size()) return;
+      SegmentLbas& s = out[handle];
+      if (s.valid_blocks == 0) {
+        s.lba_min = lba;
+        s.histogram.assign(bins, 0);
+      }
+      ++s.valid_blocks;
+      s.lba_max = lba;  // in LBA order
+      ++s.histogram[lba * bins / capacity_blocks_];
+    });
+  }
+  return out;
 }
 
 VolumeStats Volume::stats() const {

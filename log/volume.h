@@ -94,6 +94,17 @@ class Volume {
   std::vector<std::pair<SegmentId, double>> SealedSegments() const;
   // The segment holding an LBA's current copy (none if unwritten or trimmed).
   std::optional<SegmentId> Locate(uint64_t lba) const;
+  // Where each segment's valid blocks live in the volume's LBA space: their count, lowest
+  // and highest LBA, and a histogram over `bins` equal parts of the capacity (a segment GC
+  // filled from many places shows it). Indexed by segment id, `segments` entries in all
+  // (those with no valid block have valid_blocks 0). The map is read in pieces, each under
+  // the volume's shared lock, so writes go on meanwhile and a busy volume gives a summary
+  // of a moving target.
+  struct SegmentLbas {
+    uint64_t valid_blocks = 0, lba_min = 0, lba_max = 0;
+    std::vector<uint32_t> histogram;
+  };
+  std::vector<SegmentLbas> LbaSummary(uint32_t segments, uint32_t bins) const;
 
  private:
   class ArrayStore;

@@ -15,6 +15,10 @@ SegmentHotness::SegmentHotness(uint32_t segments, const HotnessOptions& options,
       converted_(new uint16_t[segments]),
       generation_(new uint16_t[segments]),
       epoch_start_ns_(now_ns) {
+  if (options_.epoch_ms == 0) options_.epoch_ms = 1;
+  if (options_.cooldown_epochs == 0) {
+    options_.cooldown_epochs = static_cast<uint32_t>(std::max<uint64_t>(1, options_.half_life_ms / options_.epoch_ms));
+  }
   for (uint32_t s = 0; s < n_; ++s) {
     reads_[s].store(0, std::memory_order_relaxed);
     invalidations_[s].store(0, std::memory_order_relaxed);

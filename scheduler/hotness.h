@@ -39,7 +39,8 @@ struct HotnessOptions {
   uint64_t half_life_ms = 10'000;    // a score halves in this much (active) time
   uint64_t epoch_ms = 1'000;         // shortest epoch
   uint64_t min_epoch_accesses = 1024;  // an epoch closes only after this many accesses
-  uint32_t cooldown_epochs = 10;     // no conversion back by hotness within this many epochs
+  // No conversion back by hotness within this many epochs (0: a half-life's worth).
+  uint32_t cooldown_epochs = 0;
 };
 
 class SegmentHotness {

@@ -32,6 +32,12 @@ class Json {
   Json& Bool(const std::string& k, bool v) { return Raw(k, v ? "true" : "false"); }
   Json& Str(const std::string& k, const std::string& v) { return Raw(k, Quote(v)); }
   Json& Obj(const std::string& k, const Json& v) { return Raw(k, v.str()); }
+  Json& Null(const std::string& k) { return Raw(k, "null"); }
+  Json& Ints(const std::string& k, const std::vector<uint32_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return Raw(k, s + "]");
+  }
   Json& Arr(const std::string& k, const std::vector<Json>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i].str();
@@ -172,13 +178,26 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   std::string sched_text = "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
                            " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
                            (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
+  std::string hot_text;
   if (Scheduler* sc = a.scheduler()) {
     const SchedulerStats ss = sc->stats();
     sched.Int("to_raid10", ss.to_raid10).Int("to_raid5", ss.to_raid5).Int("autonomous", ss.autonomous)
-        .Int("bytes_moved", ss.bytes_moved).Int("born_raid10", ss.born_raid10).Int("born_raid5", ss.born_raid5);
+        .Int("swaps", ss.swaps).Int("second_chances", ss.second_chances).Int("degraded_steps", ss.degraded_steps)
+        .Int("epochs", ss.epochs).Int("bytes_moved", ss.bytes_moved).Int("born_raid10", ss.born_raid10)
+        .Int("born_raid5", ss.born_raid5).Num("hot_half_life_s", double(so.hotness.half_life_ms) / 1000);
     sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" + std::to_string(ss.autonomous) +
                   " free), " + std::to_string(ss.to_raid5) + " to RAID5, " + Mib(ss.bytes_moved) + " moved";
+    if (as.degraded) sched_text += "; paused while degraded";
+    // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
+    if (ss.hot_read_coverage >= 0) {
+      j.Num("hot_read_coverage", ss.hot_read_coverage);
+      hot_text = ", " + Fixed(100 * ss.hot_read_coverage, 1) + "% of recent reads (" +
+                 std::to_string(ss.last_epoch_reads) + " in the last epoch)";
+    } else {
+      j.Null("hot_read_coverage");
+    }
   } else {
+    j.Null("hot_read_coverage");
     sched_text += " (runs while served)";
   }
   j.Obj("scheduler", sched);
@@ -201,9 +220,9 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   t += "physical:    " + Mib(sum.live_bytes) + " of " + Mib(sum.usable_bytes) + " flash (" +
        Fixed(100 * physical, 1) + "%)\n";
   t += "compression: " + Fixed(compression, 2) + ":1\n";
-  t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data; segments " + std::to_string(as.raid5_segments) +
-       " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " + std::to_string(as.free_segments) + " free of " +
-       std::to_string(as.segments) + "\n";
+  t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data" + hot_text + "; segments " +
+       std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " +
+       std::to_string(as.free_segments) + " free of " + std::to_string(as.segments) + "\n";
   t += "WA (since open): log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + "\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
@@ -213,26 +232,45 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   return {0, t};
 }
 
-AdminReply Inspect(ArrayDir& a, bool json) {
+AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
   const ArrayGeometry& g = a.array().geometry();
   const ArrayStats as = a.array().stats();
+  const std::vector<Volume::SegmentLbas> lbas = a.volume().LbaSummary(g.segments, bins);
+  Scheduler* sc = a.scheduler();
   std::vector<Json> segs;
   std::string seg_text;
   for (uint32_t i = 0; i < g.segments; ++i) {
     const SegmentInfo si = a.array().segment_info(SegmentId(i));
     if (si.scheme == SegmentScheme::kFree) continue;
     const char* st = si.open ? "open" : si.sealed ? "sealed" : "?";
-    segs.push_back(Json()
-                       .Int("index", i)
-                       .Str("scheme", raid_format::SchemeName(si.scheme))
-                       .Str("state", st)
-                       .Int("frontier", si.frontier)
-                       .Num("alpha_usr", si.alpha_usr)
-                       .Num("alpha_pty", si.alpha_pty)
-                       .Int("physical_bytes", si.physical_bytes));
+    const Volume::SegmentLbas& l = lbas[i];
+    Json seg;
+    seg.Int("index", i)
+        .Str("scheme", raid_format::SchemeName(si.scheme))
+        .Str("state", st)
+        .Int("frontier", si.frontier)
+        .Num("alpha_usr", si.alpha_usr)
+        .Num("alpha_pty", si.alpha_pty)
+        .Int("physical_bytes", si.physical_bytes)
+        .Int("valid_blocks", l.valid_blocks);
+    std::string range = "-";
+    if (l.valid_blocks > 0) {
+      seg.Int("lba_min", l.lba_min).Int("lba_max", l.lba_max).Ints("lba_histogram", l.histogram);
+      range = std::to_string(l.lba_min) + ".." + std::to_string(l.lba_max);
+    } else {
+      seg.Null("lba_min").Null("lba_max");
+    }
+    std::string heat = "-";
+    if (sc) {
+      const Scheduler::SegmentHeat h = sc->Heat(SegmentId(i));
+      seg.Num("hotness_score", h.score).Num("hotness_density", h.density);
+      heat = Fixed(h.density, 3);
+    }
+    segs.push_back(seg);
     seg_text += "  " + std::to_string(i) + "\t" + raid_format::SchemeName(si.scheme) + "\t" + st + "\t" +
-                std::to_string(si.frontier) + "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) + "\t" +
-                std::to_string(si.physical_bytes) + "\n";
+                std::to_string(si.frontier) + "\t" + std::to_string(l.valid_blocks) + "\t" + range + "\t" + heat +
+                "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) + "\t" + std::to_string(si.physical_bytes) +
+                "\n";
   }
   std::vector<Json> devs;
   std::string dev_text;
@@ -266,7 +304,8 @@ AdminReply Inspect(ArrayDir& a, bool json) {
   t += dev_text;
   t += "bitmap: " + std::to_string(as.free_segments) + " free, " + std::to_string(as.raid5_segments) + " RAID5, " +
        std::to_string(as.raid10_segments) + " RAID10\n";
-  t += "segments (index, scheme, state, positions written, alpha_usr, alpha_pty, physical bytes):\n" + seg_text;
+  t += "segments (index, scheme, state, positions written, valid blocks, their LBAs lowest..highest, hotness\n"
+       "(decayed accesses per written block; - when not served), alpha_usr, alpha_pty, physical bytes):\n" + seg_text;
   return {0, t};
 }
 
@@ -287,7 +326,15 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     return {0, json ? j.str() + "\n" : text + "\n"};
   };
   if (verb == "status" && words.size() == 1) return Status_(a, state, json);
-  if (verb == "inspect" && words.size() == 1) return Inspect(a, json);
+  if (verb == "inspect" && (words.size() == 1 || words.size() == 2)) {
+    uint32_t bins = 20;
+    if (words.size() == 2) {
+      auto b = ParseIndex(words[1], 1001, "bins");
+      if (!b.ok() || *b == 0) return Error(2, "bins must be 1..1000");
+      bins = *b;
+    }
+    return Inspect(a, json, bins);
+  }
   if (verb == "fail" && words.size() == 2) {
     auto d = ParseIndex(words[1], devices, "device");
     if (!d.ok()) return Error(2, d.status().message());

@@ -172,6 +172,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"policy", PolicyName(o.scheduler.policy)},
       {"beta", std::to_string(o.scheduler.beta)},
       {"convert_rate", std::to_string(o.scheduler.rate_bytes_per_sec)},
+      {"hot_half_life_ms", std::to_string(o.scheduler.hotness.half_life_ms)},
       {"scheme", raid_format::SchemeName(o.volume.scheme)}};
   if (!o.device_paths.empty()) {
     for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
@@ -219,9 +220,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   try {
     if (kv.count("beta")) so.beta = std::stod(kv["beta"]);
     if (kv.count("convert_rate")) so.rate_bytes_per_sec = std::stoull(kv["convert_rate"]);
+    if (kv.count("hot_half_life_ms")) so.hotness.half_life_ms = std::stoull(kv["hot_half_life_ms"]);
   } catch (...) {
-    return Status::Corruption(dir + "/" + kManifest + ": bad beta or convert_rate");
+    return Status::Corruption(dir + "/" + kManifest + ": bad beta, convert_rate or hot_half_life_ms");
   }
+  if (so.hotness.half_life_ms == 0) return Status::Corruption(dir + "/" + kManifest + ": hot_half_life_ms is 0");
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());

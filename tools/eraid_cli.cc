@@ -77,7 +77,7 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
-  double beta = 0.9;
+  double beta = 0.9, hot_half_life_s = 10;
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
@@ -97,6 +97,7 @@ int Create(int argc, char** argv) {
       ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
       ("beta", po::value(&beta)->default_value(beta), "physical use target, a fraction of the flash (0.1..1)")
       ("convert-rate", po::value(&convert_rate)->default_value(convert_rate), "background conversion limit, bytes/s (0 = none)")
+      ("hot-half-life", po::value(&hot_half_life_s)->default_value(hot_half_life_s), "seconds in which a segment's access count halves (2..3600): the scheduler's memory of what is hot")
       ("gc", po::value(&gc)->default_value(gc), "when the log collects: free-space (when free segments run low) | gp (whenever garbage > 15%, as the SepBIT paper)")
       ("force", po::bool_switch(&force), "overwrite an existing array");
   po::variables_map vm;
@@ -127,6 +128,10 @@ int Create(int argc, char** argv) {
   o.scheduler.policy = *pol;
   o.scheduler.beta = beta;
   o.scheduler.rate_bytes_per_sec = *rate;
+  if (!(hot_half_life_s >= 2 && hot_half_life_s <= 3600)) {
+    return Die("create", Status::InvalidArgument("--hot-half-life must be 2..3600 seconds"), 2);
+  }
+  o.scheduler.hotness.half_life_ms = static_cast<uint64_t>(hot_half_life_s * 1000);
   if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) || (*chunk_bytes & (*chunk_bytes - 1)) != 0 ||
       *chunk_bytes > (1u << 20)) {
     return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"), 2);
@@ -249,6 +254,7 @@ int Stop(int argc, char** argv) {
 int AdminCommand(const std::string& name, int argc, char** argv) {
   std::string dir, with, to, segment = "all", rate = "0";
   int device = -1;
+  uint32_t bins = 20;
   bool json = false;
   std::string synopsis;
   if (name == "status") synopsis = "eraid status --dir DIR [--json]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.";
@@ -256,7 +262,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
   if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
   if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one sealed segment, or all of them (paced to --rate user bytes per second).";
-  if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json]\nDumps the superblock, the bitmap and the segment table.";
+  if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, highest, and with --json a histogram over N equal parts of\nthe volume) and, while served, its hotness (decayed accesses, and per written block).";
   po::options_description desc(synopsis + "\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
       ("json", po::bool_switch(&json), "print JSON");
@@ -270,9 +276,14 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
         ("segment", po::value(&segment)->default_value(segment), "a segment index, or all")
         ("rate", po::value(&rate)->default_value(rate), "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
   }
+  if (name == "inspect") desc.add_options()("bins", po::value(&bins)->default_value(bins), "histogram bins over the volume's LBAs (1..1000)");
   po::variables_map vm;
   if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
   std::vector<std::string> words{name};
+  if (name == "inspect") {
+    if (bins < 1 || bins > 1000) return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);
+    words.push_back(std::to_string(bins));
+  }
   if (name == "fail" || name == "replace") {
     if (device < 0) return Die(name, Status::InvalidArgument("--device must be >= 0"), 2);
     words.push_back(std::to_string(device));
