@@ -52,6 +52,14 @@ case "$NAME" in
               w["sepbit", "cost-benefit"] < w["nosep", "cost-benefit"]) }' "$C" ||
       fail "SepBIT must beat NoSep on a Zipf 1.0 trace"
     png wa-exp1.png wa-exp2.png wa-exp3.png ;;
+  hot-zones)
+    C=$OUT/hot-zones.csv
+    rows "$C" 10  # 2 cases × 5 fifths
+    check "$C" '$5 > 0 && $4 >= 0.9 && $4 <= 1.7' "IOPS > 0, device reads per read between RAID10's 1 and RAID5's 1.5"
+    check "$C" '$2 != 4 || ($3 >= 0.9 && $4 <= 1.15)' "the hot fifth mirrored: <= 1.15 device reads per read degraded"
+    check "$C" '$1 != "manual" || $2 >= 3 || $4 >= 1.3' "manual: the cold fifths stay RAID5"
+    [ "$(wc -l < "$OUT/hot-zones-timeline.csv")" -gt 5 ] || fail "the timeline has no samples"
+    png hot-zones.png ;;
   *) fail "unknown workflow" ;;
 esac
 grep -q '|' "$OUT/$NAME.md" || fail "no table in $NAME.md"
