@@ -36,6 +36,8 @@ expect_fail create "gc must" create --dir "$A" --gc sometimes
 expect_fail create "policy must" create --dir "$A" --policy raid6
 expect_fail create "beta" create --dir "$A" --beta 1.5
 expect_fail create "convert-rate" create --dir "$A" --convert-rate fast
+expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 1
+expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 7200
 expect_fail create "placement\|fk\|unknown" create --dir "$A" --placement fk
 expect_fail create "invalid\|devices" create --dir "$A" --devices x
 expect_fail create "device paths" create --dir "$A" --devices 4 --device "$WORK/x0" --device "$WORK/x1"
@@ -49,6 +51,8 @@ for sub in status inspect scrub; do
   expect_fail $sub "no array" $sub --dir "$WORK/none"
   expect_fail $sub "unrecognised\|unrecognized" $sub --dir "$A" --bogus
 done
+expect_fail inspect "bins" inspect --dir "$A" --bins 0
+expect_fail inspect "bins" inspect --dir "$A" --bins 1001
 expect_fail fail "required" fail --dir "$A"
 expect_fail fail "bad device" fail --dir "$A" --device 9
 expect_fail fail "invalid\|device" fail --dir "$A" --device x
