@@ -61,6 +61,10 @@ OUT=$WORK/section.md
   echo "can fill, so coverage then grows with the compression ratio, and a lower β caps it."
   echo "fio-style data has parity that compresses like the data (zero runs line up), so the"
   echo "autonomous rule never fires here; on text-like data it mirrors everything (docs/scheduler.md)."
+  echo "Nothing is read here, so every segment is idle to the hotness measure and is mirrored only"
+  echo "within 90% of the budget; the rest is kept for segments that turn out hot (where β binds,"
+  echo "e.g. 1.8 / 80%, coverage is that much below a budget filled to the brim: 23% against 27%"
+  echo "with the CLOCK bit the scheduler had before, which counted never-seen segments as hot)."
 } > "$OUT"
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
