@@ -12,6 +12,10 @@ write_section() {
   echo "$name: wrote $doc" >&2
 }
 
+# usage_from_header SCRIPT: prints the script's leading comment block (after the #! line),
+# without the comment marks: its --help, however long the block grows.
+usage_from_header() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
+
 # ---- the evaluation workflows (fio-matrix, degraded, compression-sweep, wa)
 
 BENCH_T0=$(date +%s)
