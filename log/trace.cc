@@ -3,8 +3,21 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/types.h"
@@ -48,7 +61,7 @@ bool Number(std::string_view s, uint64_t* out) {
 
 Status Bad(const std::string& why) { return Status::InvalidArgument(why); }
 
-Status ToBlocks(uint64_t offset_bytes, uint64_t length_bytes, TraceRecord* out) {
+Status ToBlocks(uint64_t offset_bytes, uint64_t length_bytes, TraceLineView* out) {
   if (length_bytes == 0) return Bad("zero-length request");
   if (offset_bytes > UINT64_MAX - length_bytes) return Bad("offset + length overflows");
   // The last byte, not one past it rounded up: that sum overflows for a request ending
@@ -63,16 +76,23 @@ Status ToBlocks(uint64_t offset_bytes, uint64_t length_bytes, TraceRecord* out) 
 
 }  // namespace
 
-Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* out) {
+std::string TraceLineView::VolumeId() const {
+  std::string id(volume);
+  if (!volume_suffix.empty()) id.append("_").append(volume_suffix);
+  return id;
+}
+
+Status ParseTraceLine(TraceFormat format, std::string_view line, TraceLineView* out) {
   std::string_view f[7];
   uint64_t a = 0, b = 0, t = 0, type = 0;
+  out->volume_suffix = {};
   switch (format) {
     case TraceFormat::kAlibaba: {
       if (!Split(line, 5, f)) return Bad("expected 5 fields: device_id,opcode,offset,length,timestamp");
       std::string_view op = Trim(f[1]);
       if (op != "R" && op != "W") return Bad("opcode must be R or W");
       if (!Number(f[2], &a) || !Number(f[3], &b) || !Number(f[4], &t)) return Bad("offset, length and timestamp must be integers");
-      out->volume = std::string(Trim(f[0]));
+      out->volume = Trim(f[0]);
       out->write = op == "W";
       out->timestamp_us = t;
       return ToBlocks(a, b, out);
@@ -83,7 +103,7 @@ Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* ou
         return Bad("timestamp, offset, size and io_type must be integers");
       }
       if (type > 1) return Bad("io_type must be 0 (read) or 1 (write)");
-      out->volume = std::string(Trim(f[4]));
+      out->volume = Trim(f[4]);
       out->write = type == 1;
       out->timestamp_us = t * 1000000;
       if (a > UINT64_MAX / 512 || b > UINT64_MAX / 512) return Bad("sector numbers overflow");
@@ -96,7 +116,8 @@ Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* ou
       if (!Number(f[0], &t) || !Number(f[2], &type) || !Number(f[4], &a) || !Number(f[5], &b)) {
         return Bad("timestamp, disk, offset and size must be integers");
       }
-      out->volume = std::string(Trim(f[1])) + "_" + std::string(Trim(f[2]));
+      out->volume = Trim(f[1]);
+      out->volume_suffix = Trim(f[2]);
       out->write = op == "Write";
       out->timestamp_us = t / 10;
       return ToBlocks(a, b, out);
@@ -105,135 +126,316 @@ Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* ou
   return Bad("unknown format");
 }
 
+Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* out) {
+  TraceLineView v;
+  ERAID_RETURN_IF_ERROR(ParseTraceLine(format, line, &v));
+  out->volume = v.VolumeId();
+  out->write = v.write;
+  out->lba = v.lba;
+  out->blocks = v.blocks;
+  out->timestamp_us = v.timestamp_us;
+  return Status::Ok();
+}
+
+// ---- where the text comes from
+
+class TraceReader::Source {
+ public:
+  virtual ~Source() = default;
+  // The next chunk of text, valid until the next call; empty at the end.
+  virtual Result<std::string_view> Next() = 0;
+  // Bytes of the file behind the chunks handed out so far.
+  virtual uint64_t consumed() const = 0;
+};
+
 namespace {
 
-// Line sources: gzip (which also reads plain files) and zstd.
-class LineReader : public TraceReader {
- public:
-  LineReader(std::string path, TraceFormat format) : path_(std::move(path)), format_(format) {}
-  Result<bool> Next(TraceRecord* out) override {
-    std::string line;
-    for (;;) {
-      ERAID_ASSIGN_OR_RETURN(bool got, ReadLine(&line));
-      if (!got) return false;
-      ++line_;
-      std::string_view v = Trim(line);
-      if (v.empty() || v.front() == '#') continue;
-      Status s = ParseTraceLine(format_, v, out);
-      if (!s.ok()) return Status::InvalidArgument(path_ + ":" + std::to_string(line_) + ": " + s.message());
-      return true;
-    }
-  }
-  uint64_t line_number() const override { return line_; }
+constexpr size_t kChunkBytes = 4 << 20;
 
- protected:
-  virtual Result<bool> ReadLine(std::string* line) = 0;
-  std::string path_;
+// A plain file, mapped and handed out in slices of the mapping (no copy at all).
+class MappedSource final : public TraceReader::Source {
+ public:
+  static Result<std::unique_ptr<MappedSource>> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IoError("cannot open trace " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::IoError("cannot stat trace " + path);
+    }
+    auto src = std::unique_ptr<MappedSource>(new MappedSource());
+    src->size_ = static_cast<size_t>(st.st_size);
+    if (src->size_ > 0) {
+      void* p = ::mmap(nullptr, src->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        return Status::IoError("cannot map trace " + path + ": " + std::strerror(errno));
+      }
+      ::madvise(p, src->size_, MADV_SEQUENTIAL);
+      src->data_ = static_cast<const char*>(p);
+    }
+    ::close(fd);
+    return src;
+  }
+  ~MappedSource() override {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+  }
+  Result<std::string_view> Next() override {
+    // The reader is done with the slice it had: its pages need not stay resident (a trace
+    // may be far larger than memory, and a peak RSS should count the simulation's own).
+    if (pos_ > released_) {
+      const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+      const size_t upto = pos_ / page * page;
+      if (upto > released_) ::madvise(const_cast<char*>(data_) + released_, upto - released_, MADV_DONTNEED);
+      released_ = upto;
+    }
+    const size_t n = std::min(kChunkBytes, size_ - pos_);
+    std::string_view chunk(data_ + pos_, n);
+    pos_ += n;
+    return chunk;
+  }
+  uint64_t consumed() const override { return pos_; }
 
  private:
-  TraceFormat format_;
-  uint64_t line_ = 0;
+  MappedSource() = default;
+  const char* data_ = nullptr;
+  size_t size_ = 0, pos_ = 0, released_ = 0;
 };
 
-class GzLineReader final : public LineReader {
+// A compressed file: a thread of its own decompresses into a few large buffers while the
+// reader parses the one it was handed last.
+class DecompressingSource final : public TraceReader::Source {
  public:
-  GzLineReader(std::string path, TraceFormat format, gzFile f) : LineReader(std::move(path), format), f_(f) {
-    gzbuffer(f_, 1 << 20);
+  // Decompresses into `buf` up to `cap` bytes; 0 at the end. Runs on the source's thread.
+  using Decoder = std::function<Result<size_t>(char* buf, size_t cap)>;
+
+  DecompressingSource(Decoder decode, std::function<uint64_t()> consumed)
+      : decode_(std::move(decode)), consumed_fn_(std::move(consumed)) {
+    for (auto& b : buffers_) b.data.resize(kChunkBytes);
+    thread_ = std::thread([this] { Produce(); });
   }
-  ~GzLineReader() override { gzclose(f_); }
-  uint64_t compressed_bytes_read() const override { return static_cast<uint64_t>(gzoffset(f_)); }
+  ~DecompressingSource() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Result<std::string_view> Next() override {
+    std::unique_lock lock(mu_);
+    if (held_ >= 0) {  // the caller is done with the buffer it had
+      buffers_[held_].full = false;
+      held_ = -1;
+      cv_.notify_all();
+    }
+    Buffer& b = buffers_[next_];
+    cv_.wait(lock, [&] { return b.full || b.last; });
+    if (!b.status.ok()) return b.status;
+    if (!b.full) return std::string_view();
+    held_ = next_;
+    next_ = (next_ + 1) % kBuffers;
+    return std::string_view(b.data.data(), b.size);
+  }
+  uint64_t consumed() const override { return consumed_.load(std::memory_order_relaxed); }
 
  private:
-  Result<bool> ReadLine(std::string* line) override {
-    line->clear();
-    char buf[4096];
-    for (;;) {
-      if (gzgets(f_, buf, sizeof(buf)) == nullptr) {
+  static constexpr int kBuffers = 3;
+  struct Buffer {
+    std::vector<char> data;
+    size_t size = 0;
+    bool full = false;  // handed to the reader (or waiting for it)
+    bool last = false;  // the end, or an error in `status`
+    Status status;
+  };
+  void Produce() {
+    for (int i = 0;; i = (i + 1) % kBuffers) {
+      Buffer& b = buffers_[i];
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !b.full; });
+        if (stop_) return;
+      }
+      auto n = decode_(b.data.data(), b.data.size());
+      consumed_.store(consumed_fn_(), std::memory_order_relaxed);
+      std::lock_guard lock(mu_);
+      if (!n.ok() || *n == 0) {
+        b.status = n.ok() ? Status::Ok() : n.status();
+        b.last = true;
+        cv_.notify_all();
+        return;
+      }
+      b.size = *n;
+      b.full = true;
+      cv_.notify_all();
+    }
+  }
+
+  Decoder decode_;
+  std::function<uint64_t()> consumed_fn_;
+  std::atomic<uint64_t> consumed_{0};
+  Buffer buffers_[kBuffers];
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int next_ = 0, held_ = -1;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<TraceReader::Source>> OpenGzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return Status::IoError("cannot open trace " + path);
+  gzbuffer(f, 1 << 20);
+  auto file = std::shared_ptr<gzFile_s>(f, [](gzFile g) { gzclose(g); });
+  auto decode = [file, path](char* buf, size_t cap) -> Result<size_t> {
+    size_t got = 0;
+    while (got < cap) {
+      const int n = gzread(file.get(), buf + got, static_cast<unsigned>(std::min<size_t>(cap - got, 1 << 30)));
+      if (n < 0) {
         int err = 0;
-        const char* msg = gzerror(f_, &err);
-        if (err != Z_OK && err != Z_STREAM_END) return Status::IoError(path_ + ": " + msg);
-        return !line->empty();
+        const char* msg = gzerror(file.get(), &err);
+        return Status::IoError(path + ": " + msg);
       }
-      line->append(buf);
-      if (!line->empty() && line->back() == '\n') {
-        line->pop_back();
-        return true;
-      }
+      if (n == 0) break;
+      got += static_cast<size_t>(n);
     }
-  }
-  gzFile f_;
-};
+    return got;
+  };
+  return std::unique_ptr<TraceReader::Source>(
+      new DecompressingSource(decode, [file] { return static_cast<uint64_t>(gzoffset(file.get())); }));
+}
 
-class ZstdLineReader final : public LineReader {
- public:
-  ZstdLineReader(std::string path, TraceFormat format, FILE* f)
-      : LineReader(std::move(path), format), f_(f), dctx_(ZSTD_createDCtx()), in_(ZSTD_DStreamInSize()),
-        out_(ZSTD_DStreamOutSize()) {}
-  ~ZstdLineReader() override {
-    ZSTD_freeDCtx(dctx_);
-    std::fclose(f_);
-  }
-  uint64_t compressed_bytes_read() const override { return consumed_; }
-
- private:
-  Result<bool> ReadLine(std::string* line) override {
-    line->clear();
-    for (;;) {
-      while (pos_ < have_) {
-        char c = out_[pos_++];
-        if (c == '\n') return true;
-        line->push_back(c);
-      }
-      ERAID_ASSIGN_OR_RETURN(bool more, Fill());
-      if (!more) return !line->empty();
+Result<std::unique_ptr<TraceReader::Source>> OpenZstd(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return Status::IoError("cannot open trace " + path);
+  struct State {
+    FILE* f;
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    std::vector<char> in = std::vector<char>(ZSTD_DStreamInSize());
+    size_t in_size = 0, in_pos = 0;
+    uint64_t consumed = 0;
+    bool frame_done = true;
+    ~State() {
+      ZSTD_freeDCtx(dctx);
+      std::fclose(f);
     }
-  }
-  Result<bool> Fill() {
-    pos_ = have_ = 0;
-    while (have_ == 0) {
-      if (in_pos_ == in_size_) {
-        in_size_ = std::fread(in_.data(), 1, in_.size(), f_);
-        in_pos_ = 0;
-        consumed_ += in_size_;
-        if (in_size_ == 0) {
-          if (std::ferror(f_)) return Status::IoError(path_ + ": read error");
-          if (!frame_done_) return Status::Corruption(path_ + ": truncated zstd stream");
-          return false;
+  };
+  auto st = std::make_shared<State>();
+  st->f = f;
+  auto decode = [st, path](char* buf, size_t cap) -> Result<size_t> {
+    size_t got = 0;
+    while (got < cap) {
+      if (st->in_pos == st->in_size) {
+        st->in_size = std::fread(st->in.data(), 1, st->in.size(), st->f);
+        st->in_pos = 0;
+        st->consumed += st->in_size;
+        if (st->in_size == 0) {
+          if (std::ferror(st->f)) return Status::IoError(path + ": read error");
+          if (!st->frame_done) return Status::Corruption(path + ": truncated zstd stream");
+          break;
         }
       }
-      ZSTD_inBuffer in{in_.data(), in_size_, in_pos_};
-      ZSTD_outBuffer out{out_.data(), out_.size(), 0};
-      size_t r = ZSTD_decompressStream(dctx_, &out, &in);
-      if (ZSTD_isError(r)) return Status::Corruption(path_ + ": " + ZSTD_getErrorName(r));
-      frame_done_ = r == 0;
-      in_pos_ = in.pos;
-      have_ = out.pos;
+      ZSTD_inBuffer in{st->in.data(), st->in_size, st->in_pos};
+      ZSTD_outBuffer out{buf + got, cap - got, 0};
+      const size_t r = ZSTD_decompressStream(st->dctx, &out, &in);
+      if (ZSTD_isError(r)) return Status::Corruption(path + ": " + ZSTD_getErrorName(r));
+      st->frame_done = r == 0;
+      st->in_pos = in.pos;
+      got += out.pos;
     }
-    return true;
-  }
-  FILE* f_;
-  ZSTD_DCtx* dctx_;
-  std::vector<char> in_, out_;
-  size_t in_size_ = 0, in_pos_ = 0, have_ = 0, pos_ = 0;
-  uint64_t consumed_ = 0;
-  bool frame_done_ = true;
-};
+    return got;
+  };
+  return std::unique_ptr<TraceReader::Source>(new DecompressingSource(decode, [st] { return st->consumed; }));
+}
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+bool LooksGzipped(const std::string& path) {
+  unsigned char magic[2] = {0, 0};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  const size_t n = std::fread(magic, 1, 2, f);
+  std::fclose(f);
+  return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path, TraceFormat format) {
+  std::unique_ptr<Source> source;
   if (EndsWith(path, ".zst") || EndsWith(path, ".zstd")) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return Status::IoError("cannot open trace " + path);
-    return std::unique_ptr<TraceReader>(new ZstdLineReader(path, format, f));
+    ERAID_ASSIGN_OR_RETURN(source, OpenZstd(path));
+  } else if (EndsWith(path, ".gz") || LooksGzipped(path)) {
+    ERAID_ASSIGN_OR_RETURN(source, OpenGzip(path));
+  } else {
+    ERAID_ASSIGN_OR_RETURN(auto mapped, MappedSource::Open(path));
+    source = std::move(mapped);
   }
-  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files too
-  if (!f) return Status::IoError("cannot open trace " + path);
-  return std::unique_ptr<TraceReader>(new GzLineReader(path, format, f));
+  return std::unique_ptr<TraceReader>(new TraceReader(path, format, std::move(source)));
+}
+
+TraceReader::TraceReader(std::string path, TraceFormat format, std::unique_ptr<Source> source)
+    : path_(std::move(path)), format_(format), source_(std::move(source)) {}
+
+TraceReader::~TraceReader() = default;
+
+uint64_t TraceReader::compressed_bytes_read() const { return source_->consumed(); }
+
+Result<bool> TraceReader::NextLine(std::string_view* line) {
+  carry_.clear();
+  for (;;) {
+    if (chunk_.empty()) {
+      ERAID_ASSIGN_OR_RETURN(chunk_, source_->Next());
+      if (chunk_.empty()) {  // the end: a last line without a newline, if any
+        if (carry_.empty()) return false;
+        *line = carry_;
+        return true;
+      }
+    }
+    const void* nl = std::memchr(chunk_.data(), '\n', chunk_.size());
+    if (nl == nullptr) {  // the line goes on in the next chunk
+      carry_.append(chunk_);
+      chunk_ = {};
+      continue;
+    }
+    const size_t len = static_cast<size_t>(static_cast<const char*>(nl) - chunk_.data());
+    if (carry_.empty()) {
+      *line = chunk_.substr(0, len);
+    } else {
+      carry_.append(chunk_.substr(0, len));
+      *line = carry_;
+    }
+    chunk_.remove_prefix(len + 1);
+    return true;
+  }
+}
+
+Result<bool> TraceReader::NextView(TraceLineView* out) {
+  std::string_view line;
+  for (;;) {
+    ERAID_ASSIGN_OR_RETURN(bool got, NextLine(&line));
+    if (!got) return false;
+    ++line_;
+    std::string_view v = Trim(line);
+    if (v.empty() || v.front() == '#') continue;
+    Status s = ParseTraceLine(format_, v, out);
+    if (!s.ok()) return Status::InvalidArgument(path_ + ":" + std::to_string(line_) + ": " + s.message());
+    return true;
+  }
+}
+
+Result<bool> TraceReader::Next(TraceRecord* out) {
+  TraceLineView v;
+  ERAID_ASSIGN_OR_RETURN(bool got, NextView(&v));
+  if (!got) return false;
+  out->volume = v.VolumeId();
+  out->write = v.write;
+  out->lba = v.lba;
+  out->blocks = v.blocks;
+  out->timestamp_us = v.timestamp_us;
+  return true;
 }
 
 }  // namespace eraid

@@ -11,12 +11,18 @@
 // Requests become 4 KiB block ranges: [offset / 4096, ceil((offset + length) / 4096)).
 // A malformed line is an InvalidArgument naming the file and line number.
 //
-// Thread-safety: one reader per thread.
+// Reading runs at the speed of memory: a plain file is mapped and scanned in place, a
+// compressed one is decompressed by a thread of the reader's own into large buffers
+// while the caller parses the previous one; lines are parsed in place (NextView) without
+// copying or allocating.
+//
+// Thread-safety: one reader per thread (the decompression thread is the reader's own).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -33,18 +39,47 @@ struct TraceRecord {
   uint64_t timestamp_us = 0;
 };
 
+// A parsed line whose volume id still points into the line: no copy, no allocation. The
+// id is `volume`, or for MSR `volume` + "_" + `volume_suffix` (hostname and disk).
+struct TraceLineView {
+  std::string_view volume, volume_suffix;
+  bool write = false;
+  uint64_t lba = 0;
+  uint32_t blocks = 0;
+  uint64_t timestamp_us = 0;
+  std::string VolumeId() const;
+};
+
 // Parses one line (no newline). Returns InvalidArgument with a reason on malformed input.
 Status ParseTraceLine(TraceFormat format, std::string_view line, TraceRecord* out);
+Status ParseTraceLine(TraceFormat format, std::string_view line, TraceLineView* out);
 
 class TraceReader {
  public:
+  // Plain, or compressed by name (.gz, .zst/.zstd) or by content (gzip's magic).
   static Result<std::unique_ptr<TraceReader>> Open(const std::string& path, TraceFormat format);
-  virtual ~TraceReader() = default;
+  ~TraceReader();
   // Next record; false at the end. Empty lines and lines starting with '#' are skipped.
-  virtual Result<bool> Next(TraceRecord* out) = 0;
-  virtual uint64_t line_number() const = 0;
+  Result<bool> Next(TraceRecord* out);
+  // The same, in place: `out`'s views stay valid until the next call.
+  Result<bool> NextView(TraceLineView* out);
+  uint64_t line_number() const { return line_; }
   // Bytes of the (possibly compressed) file consumed so far, for progress.
-  virtual uint64_t compressed_bytes_read() const = 0;
+  uint64_t compressed_bytes_read() const;
+
+  class Source;  // where the text comes from, a chunk at a time (trace.cc)
+
+ private:
+  TraceReader(std::string path, TraceFormat format, std::unique_ptr<Source> source);
+  // The next line (without its newline), or false at the end.
+  Result<bool> NextLine(std::string_view* line);
+
+  std::string path_;
+  TraceFormat format_;
+  std::unique_ptr<Source> source_;
+  std::string_view chunk_;  // what is left of the current chunk
+  std::string carry_;       // a line that straddles two chunks
+  uint64_t line_ = 0;
 };
 
 }  // namespace eraid

@@ -118,5 +118,67 @@ TEST_F(TraceFileTest, ErrorsNameFileAndLine) {
   EXPECT_FALSE(t->Next(&r).ok()) << "a truncated zstd file is an error, not a short trace";
 }
 
+// Several MiB of lines in all three formats' shapes, so lines straddle the reader's 4 MiB
+// chunks (mapped slices and decompressed buffers alike), ending without a newline: every
+// file form gives exactly what the line parser gives line by line.
+TEST_F(TraceFileTest, LargeFilesReadLineForLineAsTheParser) {
+  for (TraceFormat format : {TraceFormat::kAlibaba, TraceFormat::kMsr}) {
+    std::string text;
+    for (uint64_t i = 0; text.size() < (9u << 20); ++i) {
+      if (format == TraceFormat::kAlibaba) {
+        text += std::to_string(i % 7) + "," + (i % 3 ? "W" : "R") + "," + std::to_string(i * 4096 + i % 5) + "," +
+                std::to_string(1 + i % 20000) + "," + std::to_string(1600000000000000 + i) + "\n";
+      } else {
+        text += std::to_string(128166372003061629 + i) + ",host" + std::to_string(i % 3) + "," + std::to_string(i % 2) +
+                "," + (i % 4 ? "Write" : "Read") + "," + std::to_string(i * 512) + ",4096,1331\n";
+      }
+      if (i % 1000 == 0) text += "# a comment\n\n";
+    }
+    text.pop_back();  // the last line has no newline
+    std::vector<TraceRecord> want;
+    for (size_t at = 0; at < text.size();) {
+      size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) nl = text.size();
+      const std::string_view line(text.data() + at, nl - at);
+      at = nl + 1;
+      if (line.empty() || line.front() == '#') continue;
+      TraceRecord r;
+      ASSERT_TRUE(ParseTraceLine(format, line, &r).ok()) << line;
+      want.push_back(r);
+    }
+    const std::string plain = Path(".big.csv"), gz = Path(".big.csv.gz"), gz_unnamed = Path(".big.gzdata"),
+                      zst = Path(".big.csv.zst");
+    made_ = {plain, gz, gz_unnamed, zst};
+    std::ofstream(plain, std::ios::binary) << text;
+    for (const std::string& g : {gz, gz_unnamed}) {
+      gzFile f = gzopen(g.c_str(), "wb1");
+      gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+      gzclose(f);
+    }
+    std::string z(ZSTD_compressBound(text.size()), '\0');
+    z.resize(ZSTD_compress(z.data(), z.size(), text.data(), text.size(), 1));
+    std::ofstream(zst, std::ios::binary) << z;
+    for (const std::string& path : {plain, gz, gz_unnamed, zst}) {
+      auto reader = TraceReader::Open(path, format);
+      ASSERT_TRUE(reader.ok()) << path << ": " << reader.status().ToString();
+      TraceRecord r;
+      size_t n = 0;
+      for (;; ++n) {
+        auto more = (*reader)->Next(&r);
+        ASSERT_TRUE(more.ok()) << path << ": " << more.status().ToString();
+        if (!*more) break;
+        ASSERT_LT(n, want.size()) << path;
+        ASSERT_EQ(r.volume, want[n].volume) << path << " record " << n;
+        ASSERT_EQ(r.write, want[n].write) << path << " record " << n;
+        ASSERT_EQ(r.lba, want[n].lba) << path << " record " << n;
+        ASSERT_EQ(r.blocks, want[n].blocks) << path << " record " << n;
+        ASSERT_EQ(r.timestamp_us, want[n].timestamp_us) << path << " record " << n;
+      }
+      EXPECT_EQ(n, want.size()) << path;
+      EXPECT_GT((*reader)->compressed_bytes_read(), 0u) << path;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace eraid
