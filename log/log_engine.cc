@@ -230,14 +230,11 @@ void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double g
 
 Status LogEngine::CollectGarbage(double min_gp) {
   // Candidates, best first; ties in the order the reference simulator's HashMap iterates.
+  // (Called once per GC over every segment: the scan is a replay's hottest loop, so the
+  // list is kept between calls and one victim is found by a single pass, not a sort.)
   const double now_us = static_cast<double>(timestamp_us_);
-  struct Candidate {
-    double score;
-    uint32_t order;
-    uint64_t id;
-    uint32_t index;
-  };
-  std::vector<Candidate> candidates;
+  std::vector<GcCandidate>& candidates = gc_candidates_;
+  candidates.clear();
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed) continue;
@@ -253,12 +250,16 @@ Status LogEngine::CollectGarbage(double min_gp) {
   }
   if (candidates.empty()) return Status::Ok();
   const size_t k = std::min<size_t>(options_.segments_per_gc, candidates.size());
-  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(),
-                    [](const Candidate& a, const Candidate& b) {
-                      if (a.score != b.score) return a.score > b.score;
-                      if (a.order != b.order) return a.order < b.order;
-                      return a.id < b.id;
-                    });
+  auto better = [](const GcCandidate& a, const GcCandidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.order != b.order) return a.order < b.order;
+    return a.id < b.id;
+  };
+  if (k == 1) {
+    std::iter_swap(candidates.begin(), std::min_element(candidates.begin(), candidates.end(), better));
+  } else {
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(), better);
+  }
   ++stats_.gc_operations;
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = candidates[v].index;

@@ -148,6 +148,13 @@ class LogEngine {
   // between equally good victims the same way (docs/log.md).
   uint64_t hash_capacity_ = 16, hash_size_ = 0;
   std::vector<std::byte> gc_buf_;
+  struct GcCandidate {
+    double score;
+    uint32_t order;
+    uint64_t id;
+    uint32_t index;
+  };
+  std::vector<GcCandidate> gc_candidates_;  // CollectGarbage's, kept to spare an allocation per GC
   // Store handles of collected victims: no LBA maps into them, but until a flush makes
   // their copies durable a crash would need them.
   std::vector<uint64_t> unfreed_;
