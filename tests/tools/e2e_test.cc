@@ -23,7 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <regex>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -197,16 +197,21 @@ class E2eHotTest : public E2eTest {
   // The share of the blocks in [from, to) twentieths of the volume that live in RAID10
   // segments: with reads uniform inside a zone, the share of its reads RAID10 serves.
   double ZoneShare(int from, int to) {
-    AdminReply r = Admin({"inspect", "20", "--json"});
-    static const std::regex seg(R"re(\{"index":\d+,"scheme":"(\w+)"[^{}]*?"lba_histogram":\[([0-9,]*)\])re");
+    const std::string text = Admin({"inspect", "20", "--json"}).text;
     double all = 0, mirrored = 0;
-    for (std::sregex_iterator it(r.text.begin(), r.text.end(), seg), end; it != end; ++it) {
-      std::stringstream bins((*it)[2].str());
+    // Each segment object: {"index":N,"scheme":"raid10",...,"lba_histogram":[a,b,...],...}.
+    for (size_t at = text.find("{\"index\":"); at != std::string::npos; at = text.find("{\"index\":", at + 1)) {
+      const size_t end = text.find('}', at);
+      const std::string seg = text.substr(at, end - at);
+      const size_t h = seg.find("\"lba_histogram\":[");
+      if (h == std::string::npos) continue;
+      const bool raid10 = seg.find("\"scheme\":\"raid10\"") != std::string::npos;
+      std::stringstream bins(seg.substr(h + 17, seg.find(']', h) - h - 17));
       std::string v;
       for (int bin = 0; std::getline(bins, v, ','); ++bin) {
         if (bin < from || bin >= to) continue;
         all += std::stod(v);
-        if ((*it)[1] == "raid10") mirrored += std::stod(v);
+        if (raid10) mirrored += std::stod(v);
       }
     }
     return all > 0 ? mirrored / all : 0;
