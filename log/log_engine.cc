@@ -36,7 +36,7 @@ struct LogEngine::Segment {
 };
 
 LogEngine::LogEngine(const EngineOptions& options, Placement& placement, SegmentStore& store)
-    : options_(options), placement_(placement), store_(store), open_(placement.classes()) {
+    : options_(options), placement_(placement), store_(store), has_data_(store.has_data()), open_(placement.classes()) {
   stats_.user_per_class.assign(placement.classes(), 0);
   stats_.gc_per_class.assign(placement.classes(), 0);
   for (uint32_t c = 0; c < std::max(placement.classes(), options.initial_open_segments); ++c) {
@@ -55,8 +55,16 @@ uint32_t LogEngine::TieOrder(uint64_t id) const {
   return h & static_cast<uint32_t>(hash_capacity_ - 1);
 }
 
-PlacementContext LogEngine::Context() const {
+inline PlacementContext LogEngine::Context() const {
   return {now_, timestamp_us_, n_blocks_ - n_invalid_sealed_, options_.segment_blocks};
+}
+
+// What collecting a sealed segment gives back, as a share of a segment: its invalid
+// blocks, and the room it was sealed without filling (a segment sealed part-full by a
+// restart holds nothing but that room). A full segment's is its garbage proportion.
+inline double LogEngine::Reclaimable(const Segment& seg) const {
+  const double size = std::max<double>(options_.segment_blocks, double(seg.slots.size()));
+  return (double(seg.n_invalid) + size - double(seg.slots.size())) / size;
 }
 
 Status LogEngine::OpenSegment(uint32_t cls) {
@@ -80,7 +88,7 @@ Status LogEngine::OpenSegment(uint32_t cls) {
   seg->handle = handle;
   seg->cls = cls;
   seg->created_time = now_;
-  if (!store_.has_data()) seg->slots.reserve(options_.segment_blocks);
+  if (!has_data_) seg->slots.reserve(options_.segment_blocks);
   segments_[index] = std::move(seg);
   open_[cls] = index;
   if (++hash_size_ > hash_capacity_ * 3 / 4) hash_capacity_ *= 2;
@@ -128,7 +136,7 @@ Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, st
   ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, lba, user_time, data));
   const auto slot = static_cast<uint32_t>(seg.slots.size());
   seg.slots.push_back({lba, user_time});
-  if (store_.has_data()) seg.positions.push_back(position);
+  if (has_data_) seg.positions.push_back(position);
   seg.modified_us = timestamp_us_;
   if (lba >= map_.size()) map_.resize(std::max<uint64_t>(lba + 1, map_.size() * 3 / 2 + 4096), 0);
   map_[lba] = Pack(index, slot);
@@ -138,7 +146,7 @@ Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, st
 }
 
 Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data) {
-  if (store_.has_data() && data.size() != BlocksToBytes(blocks)) {
+  if (has_data_ && data.size() != BlocksToBytes(blocks)) {
     return Status::InvalidArgument("write data does not match its block count");
   }
   timestamp_us_ = timestamp_us;
@@ -215,14 +223,6 @@ void LogEngine::ForEachMapped(uint64_t first, uint64_t count,
   }
 }
 
-// What collecting a sealed segment gives back, as a share of a segment: its invalid
-// blocks, and the room it was sealed without filling (a segment sealed part-full by a
-// restart holds nothing but that room). A full segment's is its garbage proportion.
-double LogEngine::Reclaimable(const Segment& seg) const {
-  const double size = std::max<double>(options_.segment_blocks, double(seg.slots.size()));
-  return (double(seg.n_invalid) + size - double(seg.slots.size())) / size;
-}
-
 void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const {
   for (const auto& seg : segments_) {
     if (seg && seg->sealed && !seg->slots.empty()) fn(seg->handle, Reclaimable(*seg));
@@ -277,7 +277,7 @@ Status LogEngine::CollectGarbage(double min_gp) {
       const Slot s = victim.slots[slot];
       if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) continue;  // garbage
       std::span<const std::byte> data;
-      if (store_.has_data()) {
+      if (has_data_) {
         gc_buf_.resize(kBlockSize);
         ERAID_RETURN_IF_ERROR(store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
         data = gc_buf_;

@@ -136,6 +136,7 @@ class LogEngine {
   EngineOptions options_;
   Placement& placement_;
   SegmentStore& store_;
+  const bool has_data_;  // the store's, asked once: it is on every block's path
   std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
