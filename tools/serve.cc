@@ -68,9 +68,16 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
     if (o.socket.empty()) o.socket = o.dir + "/nbd.sock";
     cmd.insert(cmd.end(), {"--unix", o.socket});
   }
+  // Any request size: nbdkit's blocksize filter turns a request that is not 4 KiB aligned
+  // into whole blocks for the plugin (reads rounded out, writes as read-modify-write
+  // under the filter's lock, so two writes to different sectors of one block do not
+  // undo each other), and advertises a minimum of 1 byte with 4 KiB preferred. Every
+  // block the plugin writes is whole, so it stays atomic across a crash.
+  cmd.push_back("--filter=blocksize");
   cmd.push_back(o.plugin);
   cmd.push_back("dir=" + o.dir);
   if (!o.socket.empty()) cmd.push_back("socket=" + o.socket);
+  cmd.insert(cmd.end(), {"minblock=4096", "maxdata=32M"});
   return cmd;
 }
 

@@ -549,7 +549,10 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
       return u;
     };
     for (int cut = 0; cut < 3; ++cut) {
-      so.policy = (cut + k) % 2 ? Policy::kRaid5 : Policy::kRaid10;  // conversions both ways
+      // Conversions both ways, and the elastic policy's own choices (its budget here is
+      // the whole flash, so it mirrors what it may and demotes what pressure asks).
+      constexpr Policy kPolicies[] = {Policy::kRaid10, Policy::kRaid5, Policy::kElastic};
+      so.policy = kPolicies[(cut + k) % 3];
       auto sched = std::make_unique<Scheduler>(*array, *volume, physical, so);
       power.CrashAfterOps(500 + rng() % 6000, rng());
       Block b(kBlockSize);

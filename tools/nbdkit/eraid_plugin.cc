@@ -4,6 +4,8 @@
 // It also answers the admin socket DIR/admin.sock (tools/admin.h) for `eraid status` etc.
 // Thread model parallel (the volume serialises internally); requests must be 4 KiB
 // aligned (advertised as the minimum block size) and inside the volume, else EINVAL.
+// `eraid serve` puts nbdkit's blocksize filter in front, so its clients may send any
+// size and alignment (tools/serve.cc).
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
