@@ -66,6 +66,20 @@ class TraceFileTest : public ::testing::Test {
   void TearDown() override {
     for (auto& p : made_) std::filesystem::remove(p);
   }
+  // The same text as a plain, a gzip and a zstd file.
+  static void WritePlain(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  static void WriteGzip(const std::string& path, const std::string& text) {
+    gzFile g = gzopen(path.c_str(), "wb1");
+    gzwrite(g, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(g);
+  }
+  static void WriteZstd(const std::string& path, const std::string& text) {
+    std::string z(ZSTD_compressBound(text.size()), '\0');
+    z.resize(ZSTD_compress(z.data(), z.size(), text.data(), text.size(), 1));
+    std::ofstream(path, std::ios::binary) << z;
+  }
   std::vector<std::string> made_;
   const std::string text_ = "# a comment\n1,W,0,4096,10\n\n1,R,0,4096,11\n2,W,4096,8192,12\n";
 };
@@ -73,13 +87,9 @@ class TraceFileTest : public ::testing::Test {
 TEST_F(TraceFileTest, PlainGzipAndZstdReadTheSame) {
   std::string plain = Path(".csv"), gz = Path(".csv.gz"), zst = Path(".csv.zst");
   made_ = {plain, gz, zst};
-  std::ofstream(plain) << text_;
-  gzFile g = gzopen(gz.c_str(), "wb");
-  gzwrite(g, text_.data(), static_cast<unsigned>(text_.size()));
-  gzclose(g);
-  std::string z(ZSTD_compressBound(text_.size()), '\0');
-  z.resize(ZSTD_compress(z.data(), z.size(), text_.data(), text_.size(), 3));
-  std::ofstream(zst, std::ios::binary) << z;
+  WritePlain(plain, text_);
+  WriteGzip(gz, text_);
+  WriteZstd(zst, text_);
   for (const auto& path : {plain, gz, zst}) {
     auto reader = TraceReader::Open(path, TraceFormat::kAlibaba);
     ASSERT_TRUE(reader.ok()) << path;
@@ -149,15 +159,10 @@ TEST_F(TraceFileTest, LargeFilesReadLineForLineAsTheParser) {
     const std::string plain = Path(".big.csv"), gz = Path(".big.csv.gz"), gz_unnamed = Path(".big.gzdata"),
                       zst = Path(".big.csv.zst");
     made_ = {plain, gz, gz_unnamed, zst};
-    std::ofstream(plain, std::ios::binary) << text;
-    for (const std::string& g : {gz, gz_unnamed}) {
-      gzFile f = gzopen(g.c_str(), "wb1");
-      gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-      gzclose(f);
-    }
-    std::string z(ZSTD_compressBound(text.size()), '\0');
-    z.resize(ZSTD_compress(z.data(), z.size(), text.data(), text.size(), 1));
-    std::ofstream(zst, std::ios::binary) << z;
+    WritePlain(plain, text);
+    WriteGzip(gz, text);
+    WriteGzip(gz_unnamed, text);
+    WriteZstd(zst, text);
     for (const std::string& path : {plain, gz, gz_unnamed, zst}) {
       auto reader = TraceReader::Open(path, format);
       ASSERT_TRUE(reader.ok()) << path << ": " << reader.status().ToString();
