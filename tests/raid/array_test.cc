@@ -15,6 +15,8 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 
+#include "tests/test_seed.h"
+
 namespace eraid {
 namespace {
 
@@ -87,8 +89,8 @@ class ArraySweep : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
   const Shape shape = GetParam();
-  const uint64_t seed = std::random_device{}();
-  std::printf("seed=%llu\n", (unsigned long long)seed);
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu (ERAID_SEED replays)\n", (unsigned long long)seed);
   // -1: healthy run; then each device in turn (even: I/O errors, odd: by command).
   for (int failed = -1; failed < static_cast<int>(shape.devices); ++failed) {
     SCOPED_TRACE("failed device " + std::to_string(failed));
@@ -116,8 +118,10 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
       ASSERT_TRUE(rig.array->FailDevice(f).ok());
     }
     rig.VerifyAll("degraded");
-    EXPECT_TRUE(rig.array->stats().degraded);
-    EXPECT_EQ(rig.array->stats().devices[f].state, DeviceState::kFailed);
+    if (f % 2 == 1) {  // failed by command: at once
+      EXPECT_TRUE(rig.array->stats().degraded);
+      EXPECT_EQ(rig.array->stats().devices[f].state, DeviceState::kFailed);
+    }
     // Degraded writes: the open segment goes on, and a new one is written and sealed.
     SegmentId extra = rig.array->AllocateSegment(shape.scheme).value();
     rig.Fill(extra, per_segment / 2);
@@ -125,6 +129,12 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     ASSERT_TRUE(rig.array->Seal(extra).ok());
     ASSERT_TRUE(rig.array->Flush().ok());
     rig.VerifyAll("degraded writes");
+    // A fail-stopped device is found out from the errors of the I/O that touches it. The
+    // reads above need not touch it (with one-block chunks and many flushes, no sealed
+    // block of the model may have its primary copy there: seed 3433917733 at 8 devices);
+    // a new segment's writes and the flush do.
+    EXPECT_TRUE(rig.array->stats().degraded);
+    EXPECT_EQ(rig.array->stats().devices[f].state, DeviceState::kFailed);
     // Replace and rebuild online, with progress reported per segment.
     rig.spares.push_back(std::make_unique<MemBackend>(4096));
     uint32_t reports = 0;
