@@ -43,6 +43,7 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns, const std::function<Segmen
   const double length_ns = double(std::min(now_ns - epoch_start_ns_, 4 * epoch_ns));
   const float decay = float(std::exp2(-length_ns / (double(options_.half_life_ms) * 1e6)));
   uint64_t reads_all = 0, reads_mirrored = 0;
+  ++epoch_;  // the stamps below are judged against the epoch that starts now
   for (uint32_t s = 0; s < n_; ++s) {
     const uint32_t r = reads_[s].exchange(0, std::memory_order_relaxed);
     const uint32_t v = invalidations_[s].exchange(0, std::memory_order_relaxed);
@@ -56,10 +57,7 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns, const std::function<Segmen
     score_[s] = score_[s] * decay + float(kReadWeight * uint64_t(r) + kInvalidationWeight * uint64_t(v)) / float(kReadWeight);
     reads_all += r;
     if (now.mirrored) reads_mirrored += r;
-  }
-  ++epoch_;
-  // Stamps that have done their work are cleared, so none is old enough to wrap.
-  for (uint32_t s = 0; s < n_; ++s) {
+    // Stamps that have done their work are cleared, so none is old enough to wrap.
     if (chance_[s] != 0 && Since(chance_[s]) > 2) chance_[s] = 0;
     if (converted_[s] != 0 && Since(converted_[s]) >= options_.cooldown_epochs) converted_[s] = 0;
   }

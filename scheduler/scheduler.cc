@@ -142,7 +142,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   struct Seen {
     SegmentId s;
     SegmentInfo info;
-    double density;    // decayed accesses per written block
+    double score;      // decayed accesses (in reads)
+    double density;    // the same per written block
     double data_phys;  // physical bytes of one copy of the data
     double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
     uint64_t bytes;
@@ -171,7 +172,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     const double a_pty = info.alpha_pty > 0 ? info.alpha_pty : a_usr;
     const double data_phys = double(bytes) / a_usr;
     const double delta = data_phys - double(bytes) / (n * a_pty);
-    Seen seen{s, info, double(hot_.score(s.value)) / double(info.frontier), data_phys, delta, bytes};
+    const double score = hot_.score(s.value);
+    Seen seen{s, info, score, score / double(info.frontier), data_phys, delta, bytes};
     if (info.scheme == SegmentScheme::kRaid5) {
       // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
       if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual && info.alpha_usr > 0 && info.alpha_pty > 0 &&
@@ -220,7 +222,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   size_t victim = 0;
   bool waiting = false;
   for (const Seen& c : raid5) {
-    if (c.density * double(c.info.frontier) < kIdleScore) break;  // the rest are idle
+    if (c.score < kIdleScore) break;  // the rest are idle
     if (hot_.InCooldown(c.s.value)) continue;
     if (used + c.delta <= kFitShare * budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
     while (victim < raid10.size() && hot_.InCooldown(raid10[victim].s.value)) ++victim;
@@ -236,7 +238,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   // Idle RAID5 segments too, within a share of the budget that leaves room for hot ones.
   for (auto it = raid5.rbegin(); it != raid5.rend(); ++it) {
     const Seen& c = *it;
-    if (c.density * double(c.info.frontier) >= kIdleScore) break;
+    if (c.score >= kIdleScore) break;
     if (!hot_.InCooldown(c.s.value) && used + c.delta <= kColdShare * budget) {
       return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
     }
