@@ -35,6 +35,7 @@ struct CompressedDrive::Eu {
   uint64_t live_bytes = 0;    // invariant 4
   uint64_t max_trim_seq = 0;  // newest trim record held; 0 if none
   uint64_t max_superseded_by = 0;  // newest record that made one of its records garbage
+  bool writing = false;       // its pages are in flight to flash (flash_writes_)
 };
 
 struct CompressedDrive::Stream {
@@ -100,6 +101,8 @@ CompressedDrive::~CompressedDrive() {
     cache_work_cv_.notify_all();
     cache_worker_.join();  // the worker empties the queue first
   }
+  std::lock_guard lock(mu_);
+  (void)ReapLocked(/*wait=*/true);  // the flash writes use buffers of ours
 }
 
 Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
@@ -427,6 +430,7 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
       if (reserved) d->cache_reserved_bytes_.fetch_sub(reserved, std::memory_order_release);
     }
   } publish{this, reserved};
+  ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/false));
   uint64_t old_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t loc = map_[lba.value + i];
@@ -603,6 +607,57 @@ Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
   return Status::Ok();
 }
 
+Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
+  Eu& eu = eus_[static_cast<size_t>(s.eu)];
+  const uint64_t first_page = s.synced_bytes / kBlockSize;
+  const uint64_t end_page = (eu.write_ptr + kBlockSize - 1) / kBlockSize;
+  if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
+  if (BlocksToBytes(end_page) > eu.write_ptr) {
+    std::memset(s.buf.data() + eu.write_ptr, 0, BlocksToBytes(end_page) - eu.write_ptr);
+  }
+  // A few EUs in flight per drive are enough to keep the flash busy; past that the
+  // writer waits for the oldest, so buffers stay bounded.
+  constexpr size_t kMaxInFlight = 8;
+  if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+  FlashWrite& w = flash_writes_.emplace_back();
+  w.eu = static_cast<uint32_t>(s.eu);
+  w.buf = std::move(s.buf);
+  w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(false, Status::Ok());
+  eu.writing = true;
+  const uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
+  std::span<const std::byte> pages(w.buf.data() + BlocksToBytes(first_page), BlocksToBytes(end_page - first_page));
+  flash_.SubmitWrite(Lba(eu_first_block + first_page), pages, [done = w.done](Status st) {
+    done->second = std::move(st);
+    done->first.store(true, std::memory_order_release);
+  });
+  stats_.flash_write_bytes += pages.size();
+  s.synced_bytes = eu.write_ptr;
+  s.first_unsynced_seq = 0;  // durable at the next flush, which waits for this write first
+  return Status::Ok();
+}
+
+Status CompressedDrive::ReapLocked(bool wait) {
+  while (!flash_writes_.empty()) {
+    FlashWrite& w = flash_writes_.front();
+    if (!w.done->first.load(std::memory_order_acquire)) {
+      // Completions are delivered by whoever polls the flash; ours may already be.
+      flash_.Poll(false);
+      if (!w.done->first.load(std::memory_order_acquire)) {
+        if (!wait) break;
+        flash_.Poll(true);
+        continue;
+      }
+    }
+    if (!w.done->second.ok() && flash_error_.ok()) {
+      flash_error_ = w.done->second.WithContext("flash write of erase unit " + std::to_string(w.eu));
+    }
+    eus_[w.eu].writing = false;
+    if (spare_bufs_.size() < 8) spare_bufs_.push_back(std::move(w.buf));
+    flash_writes_.pop_front();
+  }
+  return flash_error_;
+}
+
 Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   if (stream != kGcStream) {
     ERAID_RETURN_IF_ERROR(EnsureFreeLocked());
@@ -618,6 +673,11 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   s.eu = index;
   // Not zeroed (256 KiB per EU showed in write profiles): bytes past write_ptr are stale
   // until written, and WritePagesLocked zeroes a partial page's tail before it goes out.
+  // The last EU's buffer may be in flight to flash: a spare one is taken.
+  if (s.buf.size() != eu_bytes_ && !spare_bufs_.empty()) {
+    s.buf = std::move(spare_bufs_.back());
+    spare_bufs_.pop_back();
+  }
   s.buf.resize(eu_bytes_);
   s.synced_bytes = 0;
   s.first_unsynced_seq = 0;
@@ -630,7 +690,7 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
 
 Status CompressedDrive::SealLocked(uint32_t stream) {
   Stream& s = streams_[stream];
-  ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+  ERAID_RETURN_IF_ERROR(WritePagesAsyncLocked(s));
   eus_[static_cast<size_t>(s.eu)].state = Eu::State::kSealed;
   s.eu = -1;
   return Status::Ok();
@@ -663,7 +723,7 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
 bool CompressedDrive::OnFlashLocked(uint64_t loc) const {
   const auto index = static_cast<uint32_t>((LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_);
   const Eu& eu = eus_[index];
-  return !(eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index);
+  return !eu.writing && !(eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index);
 }
 
 Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out) {
@@ -677,6 +737,14 @@ Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* o
   if (eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index) {
     std::memcpy(out->data(), streams_[eu.stream].buf.data() + in_eu, len);
     return Status::Ok();
+  }
+  if (eu.writing) {
+    for (const FlashWrite& w : flash_writes_) {
+      if (w.eu == index) {
+        std::memcpy(out->data(), w.buf.data() + in_eu, len);
+        return Status::Ok();
+      }
+    }
   }
   return flash_.ReadBytes(offset, *out);
 }
@@ -692,6 +760,7 @@ Status CompressedDrive::WriteOpenPagesLocked(uint64_t* upto) {
 Status CompressedDrive::FlushLocked() {
   uint64_t upto = 0;
   ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
+  ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   durable_seq_ = upto;
   return Status::Ok();
@@ -702,6 +771,7 @@ Status CompressedDrive::FlushOutsideLock() {
   {
     std::lock_guard lock(mu_);
     ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
+    ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
   }
   // Every record up to `upto` is in the backend now; its flush covers them whatever is
   // written meanwhile, so writers and readers need not wait for it (an fsync takes tens
@@ -721,6 +791,7 @@ Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
       ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
     }
   }
+  ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   durable_seq_ = std::max(durable_seq_, seq);
   return Status::Ok();
@@ -794,9 +865,17 @@ Status CompressedDrive::CollectLocked() {
     } else {
       ERAID_RETURN_IF_ERROR(SyncUpToLocked(needed));
     }
+    // Erasing zeroes the EU's header page: recovery then finds the EU free, and the
+    // records after it unreachable (a later incarnation's scan stops at the first record
+    // not newer than its own header). The rest of the EU's flash is left as it is, as on
+    // a real drive: trimming the whole range from the flash file freed its pages, and
+    // the next incarnation's writes then paid for new ones (tmpfs: 0.8 GB/s into new
+    // pages against 8.6 GB/s over old ones; 34% of a served array's CPU under random
+    // writes went to that).
+    static const std::vector<std::byte> zero_page(kBlockSize);
     for (uint32_t v : pending) {
       erasures_.fetch_add(1, std::memory_order_release);  // before the bytes go (DoRead)
-      ERAID_RETURN_IF_ERROR(flash_.Trim(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), eu_blocks_));
+      ERAID_RETURN_IF_ERROR(flash_.Write(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), zero_page));
       eus_[v] = Eu{};
       free_eus_.push_back(v);
       ++stats_.gc_erased_eus;
@@ -827,6 +906,7 @@ Status CompressedDrive::CollectLocked() {
 }
 
 Status CompressedDrive::RelocateLocked(uint32_t victim) {
+  if (eus_[victim].writing) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
   std::vector<std::byte> buf(eu_bytes_);
   const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(victim) * eu_bytes_;
   ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf).WithContext("gc read"));

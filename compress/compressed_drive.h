@@ -30,7 +30,8 @@
 //
 // Thread-safety: a Backend — all methods may be called concurrently. Compression and
 // decompression run outside the drive's lock, and so do reads of records from flash and
-// the flash flush of a host flush; mapping updates and flash writes run under it.
+// the flash flush of a host flush; mapping updates run under it, and so does submitting
+// a full EU's write to flash, which no writer waits for (docs/compressed-drive.md).
 #pragma once
 
 #include <atomic>
@@ -190,6 +191,13 @@ class CompressedDrive final : public Backend {
   Status OpenEuLocked(uint32_t stream);
   Status SealLocked(uint32_t stream);
   Status WritePagesLocked(Stream& s, bool include_partial);
+  // A full EU's pages go to flash without waiting (SealLocked): the write is reaped by
+  // whichever writer next holds mu_, and its buffer serves reads until then.
+  Status WritePagesAsyncLocked(Stream& s);
+  // Takes in finished flash writes; `wait`: all of them. Returns the first write error
+  // (sticky: the flash has failed). Every flash flush, read of a sealed EU and erase
+  // waits for the writes before it.
+  Status ReapLocked(bool wait);
   Status EnsureFreeLocked();
   Status CollectLocked();
   Status RelocateLocked(uint32_t eu);
@@ -217,6 +225,16 @@ class CompressedDrive final : public Backend {
   std::vector<Eu> eus_;
   std::vector<uint32_t> free_eus_;
   std::vector<Stream> streams_;
+  // Flash writes of sealed EUs in flight (WritePagesAsyncLocked), oldest first.
+  struct FlashWrite {
+    uint32_t eu = 0;
+    std::vector<std::byte> buf;  // the EU's bytes, also what reads of it are served from
+    // Set by the completion, on whichever thread polls the flash (not under mu_).
+    std::shared_ptr<std::pair<std::atomic<bool>, Status>> done;
+  };
+  std::deque<FlashWrite> flash_writes_;
+  std::vector<std::vector<std::byte>> spare_bufs_;  // EU buffers whose writes are done
+  Status flash_error_;
   // FlashAlloc ranges: start -> (end, stream).
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> ranges_;
   uint64_t next_seq_ = 1;
