@@ -71,13 +71,22 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
 
 struct CompressionMemo::Entry {
   std::mutex mu;
-  bool valid = false;
+  uint8_t uses = 0;  // Compress() calls the entry still answers; 0 = empty
   bool enabled = false;
   int level = 0;
   Compressed result{Codec::kRaw, 0};
   // Left uninitialised: pages of a memo never filled are never touched.
   std::byte input[kBlockSize];
   std::byte output[kMaxCompressedBlockBytes];
+
+  void Store(const CodecConfig& config, const std::byte* in, const std::byte* out, Compressed c, uint8_t n) {
+    uses = n;
+    enabled = config.enabled;
+    level = config.zstd_level;
+    result = c;
+    std::memcpy(input, in, kBlockSize);
+    std::memcpy(output, out, c.size_bytes);
+  }
 };
 
 CompressionMemo::CompressionMemo(size_t entries)
@@ -89,10 +98,10 @@ Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte*
   Entry& e = entries_[Crc32c(in, kBlockSize) % size_];
   {
     std::lock_guard lock(e.mu);
-    if (e.valid && e.enabled == config.enabled && e.level == config.zstd_level &&
+    if (e.uses > 0 && e.enabled == config.enabled && e.level == config.zstd_level &&
         std::memcmp(e.input, in, kBlockSize) == 0) {
       std::memcpy(out, e.output, e.result.size_bytes);
-      e.valid = false;  // consumed: the other copy of a mirrored pair
+      --e.uses;
       hits_.fetch_add(1, std::memory_order_relaxed);
       return e.result;
     }
@@ -100,13 +109,17 @@ Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte*
   misses_.fetch_add(1, std::memory_order_relaxed);
   const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
   std::lock_guard lock(e.mu);
-  e.valid = true;
-  e.enabled = config.enabled;
-  e.level = config.zstd_level;
-  e.result = c;
-  std::memcpy(e.input, in, kBlockSize);
-  std::memcpy(e.output, out, c.size_bytes);
+  e.Store(config, in, out, c, 1);  // for the other copy of a mirrored pair
   return c;
+}
+
+void CompressionMemo::Prime(const CodecConfig& config, const std::byte* in, uint32_t crc) {
+  std::byte out[kMaxCompressedBlockBytes];
+  const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
+  Entry& e = entries_[crc % size_];
+  std::lock_guard lock(e.mu);
+  e.Store(config, in, out, c, 2);
+  primed_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Status DecompressBlock(Codec codec, std::span<const std::byte> payload, std::byte* out) {

@@ -44,15 +44,25 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
 // output is CompressBlock's, reused only for an input equal byte for byte (and the same
 // codec settings). A real drive compresses in hardware; this saves only the emulation's
 // CPU. Direct-mapped by the input's CRC32C: an entry is overwritten by the next block
-// that maps to it, and a hit consumes it (a block has one mirror).
+// that maps to it, and each hit uses it up a little: a drive's miss leaves it for one
+// more copy (a block has one mirror), a Prime for two.
 //
-// Thread-safety: Compress() may be called from any number of threads (a lock per entry).
+// Prime is how the host does the compression once, in the thread that received the
+// write and outside every lock, before the block goes down the stack: the drives then
+// find it done (docs/block-device.md, "The write path").
+//
+// Thread-safety: Compress() and Prime() may be called from any number of threads (a lock
+// per entry).
 class CompressionMemo {
  public:
   explicit CompressionMemo(size_t entries = 4096);
   ~CompressionMemo();
   // CompressBlock(config, in, out), with the result taken from the memo when it has it.
   Compressed Compress(const CodecConfig& config, const std::byte* in, std::byte* out);
+  // Compresses the block into the memo for the next two Compress() calls of it (both
+  // copies of a mirrored block; a RAID5 data block uses one). `crc` is its CRC32C.
+  void Prime(const CodecConfig& config, const std::byte* in, uint32_t crc);
+  uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
 
@@ -60,7 +70,7 @@ class CompressionMemo {
   struct Entry;
   const size_t size_;
   std::unique_ptr<Entry[]> entries_;
-  std::atomic<uint64_t> hits_{0}, misses_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, primed_{0};
 };
 
 // Restores a 4 KiB block. Corruption if the payload does not decode to exactly 4 KiB.

@@ -152,6 +152,9 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   if (data.empty() || !IsBlockAligned(data.size())) return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
+  if (options_.before_write) {
+    for (uint64_t i = 0; i < blocks; ++i) options_.before_write(data.subspan(BlocksToBytes(i), kBlockSize));
+  }
   std::lock_guard lock(mu_);
   const auto ts = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());

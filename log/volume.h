@@ -14,6 +14,7 @@
 // (the log engine's Read only looks up its map); everything else holds it exclusively.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -51,6 +52,10 @@ struct VolumeOptions {
   // damaged): the blocks written there are unknown, so some LBAs would read an older
   // version. Without it, Open refuses with DataLoss and names the segment.
   bool salvage = false;
+  // Called for each 4 KiB block of a user write, in the writer's thread, before the
+  // volume's lock is taken: work on the data that needs no lock (the drives' compression,
+  // tools/array_dir.cc) is done there, side by side with other writers, not under it.
+  std::function<void(std::span<const std::byte>)> before_write;
 };
 
 // What the conversion scheduler (scheduler/) hears from the volume. Set before use.

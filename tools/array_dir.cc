@@ -32,6 +32,17 @@ void SetServingDriveOptions(DriveOptions* d) {
   d->memo = std::make_shared<CompressionMemo>();
   d->write_batch_blocks = std::numeric_limits<uint32_t>::max();
 }
+// The volume compresses each block of a user write once, in the thread that received
+// it and before its lock, into the drives' shared memo: the drives (their cache workers,
+// under no lock of the volume's) then find both copies of a mirrored block done.
+VolumeOptions ServingVolumeOptions(VolumeOptions vo, const DriveOptions& d) {
+  if (d.memo && d.codec.enabled) {
+    vo.before_write = [memo = d.memo, codec = d.codec](std::span<const std::byte> block) {
+      memo->Prime(codec, block.data(), Crc32c(block));
+    };
+  }
+  return vo;
+}
 // A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
 // through io_uring.
 FileBackendOptions FlashFileOptions() {
@@ -161,7 +172,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
     devs.push_back(a->drives_.back().get());
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, o.volume));
+  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume, a->drive_options_)));
   std::map<std::string, std::string> kv{
       {"devices", std::to_string(o.devices)},
       {"compression", o.drive.codec.enabled ? "zstd:" + std::to_string(o.drive.codec.zstd_level) : "none"},
@@ -242,7 +253,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     devs.push_back(a->drives_.back().get());
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, vo));
+  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo, drive)));
   return a;
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/data_gen.h"
 
 namespace eraid {
@@ -94,6 +95,40 @@ TEST(CompressionMemo, ReusesOnlyAnEqualBlockOnce) {
     EXPECT_EQ(memo.hits() - hits, 1u) << pct;
     EXPECT_EQ(memo.misses() - misses, 2u) << pct;
   }
+}
+
+// A block primed by the host (compressed once, in the thread that took the write) answers
+// the next two compressions of it — both copies of a mirrored block — with
+// CompressBlock's bytes; a third is computed afresh.
+TEST(CompressionMemo, APrimedBlockAnswersBothCopies) {
+  std::mt19937_64 rng(14);
+  CompressionMemo memo;
+  CodecConfig config;
+  for (uint32_t pct : {0u, 50u, 100u}) {
+    std::vector<std::byte> in(kBlockSize), want(kBlockSize), got(kBlockSize);
+    FillBlockWithCompressibility(in, pct, rng);
+    const Compressed w = CompressBlock(config, in.data(), want.data());
+    memo.Prime(config, in.data(), Crc32c(in));
+    const uint64_t hits = memo.hits(), misses = memo.misses();
+    for (int copy = 0; copy < 3; ++copy) {
+      std::fill(got.begin(), got.end(), std::byte{0xEE});
+      const Compressed c = memo.Compress(config, in.data(), got.data());
+      ASSERT_EQ(c.codec, w.codec) << pct << "% copy " << copy;
+      ASSERT_EQ(c.size_bytes, w.size_bytes);
+      ASSERT_TRUE(std::equal(got.begin(), got.begin() + c.size_bytes, want.begin())) << pct << "% copy " << copy;
+    }
+    EXPECT_EQ(memo.hits() - hits, 2u) << pct;
+    EXPECT_EQ(memo.misses() - misses, 1u) << pct;
+  }
+  // Primed under other settings: not an answer for these.
+  std::vector<std::byte> in(kBlockSize), out(kBlockSize);
+  FillBlockWithCompressibility(in, 50, rng);
+  CodecConfig level1;
+  level1.zstd_level = 1;
+  memo.Prime(level1, in.data(), Crc32c(in));
+  const uint64_t hits = memo.hits();
+  memo.Compress(config, in.data(), out.data());
+  EXPECT_EQ(memo.hits(), hits);
 }
 
 // One entry, so every block lands on it: a block one byte apart, or the same block under
