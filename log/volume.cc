@@ -190,8 +190,31 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
 }
 
 Status Volume::Flush() {
-  std::lock_guard lock(mu_);
-  return engine_->Flush();
+  std::unique_lock fl(flush_mu_);
+  const uint64_t mine = ++flush_requested_;
+  for (;;) {
+    if (flush_covered_ >= mine) return flush_status_;
+    if (flush_running_) {
+      flush_cv_.wait(fl);
+      continue;
+    }
+    // Lead a round: it covers every request made so far, all of whose writes are in the
+    // log already (a write returns only once it is).
+    flush_running_ = true;
+    const uint64_t covers = flush_requested_;
+    fl.unlock();
+    Status s;
+    {
+      std::lock_guard lock(mu_);
+      s = engine_->Flush();
+    }
+    fl.lock();
+    flush_running_ = false;
+    flush_covered_ = covers;
+    ++flush_rounds_;
+    flush_status_ = s;
+    flush_cv_.notify_all();
+  }
 }
 
 void Volume::SetListener(VolumeListener* listener) {
@@ -235,8 +258,17 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
 }
 
 VolumeStats Volume::stats() const {
+  VolumeStats st;
+  {
+    std::lock_guard fl(flush_mu_);
+    st.flush_requests = flush_requested_;
+    st.flush_rounds = flush_rounds_;
+  }
   std::shared_lock lock(mu_);
-  return {capacity_blocks_, engine_->stats(), placement_->stats()};
+  st.capacity_blocks = capacity_blocks_;
+  st.engine = engine_->stats();
+  st.placement = placement_->stats();
+  return st;
 }
 
 }  // namespace eraid

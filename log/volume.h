@@ -14,6 +14,7 @@
 // (the log engine's Read only looks up its map); everything else holds it exclusively.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,9 @@ struct VolumeStats {
   uint64_t capacity_blocks = 0;
   EngineStats engine;
   PlacementStats placement;
+  // Flush() calls, and the rounds of device flushes that answered them: concurrent
+  // flushes share a round (group commit).
+  uint64_t flush_requests = 0, flush_rounds = 0;
 };
 
 class Volume {
@@ -92,6 +96,9 @@ class Volume {
   Status Write(uint64_t lba, std::span<const std::byte> data);
   Status Read(uint64_t lba, std::span<std::byte> out);
   Status Trim(uint64_t lba, uint64_t blocks);
+  // Makes every write acknowledged before the call durable. Concurrent calls share one
+  // round of device flushes: a caller whose request came before a round started is
+  // answered by it, and otherwise waits for the next one (started by the first waiter).
   Status Flush();
   VolumeStats stats() const;
   void SetListener(VolumeListener* listener);
@@ -125,6 +132,16 @@ class Volume {
   std::unique_ptr<ArrayStore> store_;
   std::unique_ptr<LogEngine> engine_;
   std::chrono::steady_clock::time_point start_;
+
+  // Group commit (Flush). Requests are numbered; a round covers every request numbered
+  // up to what was requested when it started.
+  mutable std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  uint64_t flush_requested_ = 0;  // requests so far
+  uint64_t flush_covered_ = 0;    // requests answered by finished rounds
+  uint64_t flush_rounds_ = 0;
+  bool flush_running_ = false;
+  Status flush_status_;           // the last round's outcome
 };
 
 }  // namespace eraid
