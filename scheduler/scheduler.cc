@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/thread_priority.h"
+
 namespace eraid {
 
 const char* PolicyName(Policy p) {
@@ -320,6 +322,7 @@ void Scheduler::Start() {
   stop_ = false;
   for (uint32_t w = 0; w < std::max(1u, options_.workers); ++w) {
     workers_.emplace_back([this] {
+      LowerThisThreadPriority();  // conversions yield the cores to user I/O
       while (!stop_) {
         auto r = Step();
         double wait_ms = double(options_.idle_sleep_ms);

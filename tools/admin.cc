@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/thread_priority.h"
+
 namespace eraid {
 
 namespace {
@@ -358,6 +360,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     }
     state.rebuild_done = 0;
     state.rebuild_total = a.array().geometry().segments;
+    LowerThisThreadPriority();  // this request's own thread: the rebuild yields to user I/O
     const auto start = std::chrono::steady_clock::now();
     Status s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, [&](const RebuildProgress& p) {
       state.rebuild_done = p.segments_done;
@@ -374,6 +377,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
                 Json().Int("device", *d).Str("path", a.device_path(*d)).Int("bytes", bytes).Num("seconds", secs));
   }
   if (verb == "scrub" && words.size() == 1) {
+    LowerThisThreadPriority();
     auto r = a.array().Scrub();
     if (!r.ok()) return Error(1, r.status().ToString());
     const ScrubReport& rep = *r;
@@ -417,6 +421,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
       rate = *r;
     }
+    LowerThisThreadPriority();
     // Paced over the user bytes converted: before each segment, wait until the bytes so
     // far are due at `rate` (the scheduler's throttle counts the same bytes).
     const auto start = std::chrono::steady_clock::now();
