@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The block device over NBD (issue: block device). In one run, fio 4 KiB random reads and
+# The block device over NBD (issues 5 and 16). In one run, fio 4 KiB random reads and
 # writes (ioengine=nbd, 50% compressible data) at QD 1, 16 and 64 against:
-#   - nbdkit's memory plugin, the ceiling: the same nbdkit, fio and socket, no storage;
+#   - nbdkit's memory plugin started with --threads 1, the ceiling: the same nbdkit, fio
+#     and socket, no storage (with nbdkit's default 16 threads its writes are slower);
 #   - eraid with its 4 emulated drives' flash files in RAM (tmpfs, --ram-dir): like the
 #     ceiling, nothing below the stack but memory;
 #   - eraid with its flash files on the disk's filesystem (--dir), as the demo runs.
@@ -9,7 +10,11 @@
 # Each point's time is split into rounds that alternate the targets (their order rotating),
 # so a ratio compares runs seconds apart: this machine's speed drifts by ±10% over
 # minutes, the memory plugin's too.
-# Reports IOPS, the ratios to the memory plugin, and latency percentiles.
+# Reports IOPS, the ratios to the memory plugin, latency percentiles, and each server's
+# CPU time and context switches per I/O (perf stat on the nbdkit process; without perf,
+# CPU from /proc/PID/stat and no switches): these do not drift with the machine's speed.
+# Run it on an otherwise idle machine; the load average before and after is recorded.
+#
 # Usage: tools/bench/nbd-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--ram-dir DIR]
 #                                 [--runtime S] [--rounds N]
 #   --ram-dir defaults to /dev/shm (skipped, with a note, if it is not tmpfs); a full run
@@ -32,7 +37,7 @@ while [ $# -gt 0 ]; do
     --ram-dir) RAMBASE=$2; shift ;;
     --runtime) RUNTIME=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) usage_from_header "$0"; exit 0 ;;
     *) echo "nbd-bench: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -77,9 +82,27 @@ for dir in "$RAMWORK" "$WORK"; do
   "$ERAID" create --dir "$dir/array" --devices 4 --device-size "$DEVSIZE" >/dev/null
   "$ERAID" serve --dir "$dir/array" --daemon >/dev/null
 done
-nbdkit -f --exit-with-parent --unix "$WORK/mem.sock" memory 2G &
+nbdkit -f --exit-with-parent --threads 1 --unix "$WORK/mem.sock" memory 2G &
 MEMPID=$!
 for _ in $(seq 100); do [ -S "$WORK/mem.sock" ] && break; sleep 0.05; done
+# The process that serves each target: the memory plugin's nbdkit, and the nbdkit that
+# each `eraid serve` daemon runs (its child).
+declare -A SPID=([memory]=$MEMPID)
+serve_pid() { pgrep -P "$(pgrep -f "eraid serve --dir $1" | head -1)" -x nbdkit | head -1; }
+[ -n "$RAMWORK" ] && SPID[ram]=$(serve_pid "$RAMWORK/array")
+SPID[disk]=$(serve_pid "$WORK/array")
+for t in "${TARGETS[@]}"; do
+  [ -n "${SPID[$t]}" ] || { echo "nbd-bench: cannot find the nbdkit process serving $t" >&2; exit 1; }
+done
+PERF=0
+if command -v perf >/dev/null && perf stat -e task-clock -p "$MEMPID" -x, -o /dev/null sleep 0.1 2>/dev/null; then
+  PERF=1
+else
+  echo "nbd-bench: no usable perf: CPU per I/O from /proc, context switches not measured" >&2
+fi
+HZ=$(getconf CLK_TCK)
+proc_cpu_ms() { awk -v hz="$HZ" '{print ($14 + $15) * 1000 / hz}' "/proc/$1/stat"; }
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # fio_run TARGET RW QD [extra...] -> the terse line
 fio_run() {
@@ -87,6 +110,27 @@ fio_run() {
   fio --name=bench --ioengine=nbd --uri="${URI[$target]}" --rw="$rw" --bs=4k --iodepth="$qd" \
       --size="$REGION" --buffer_compress_percentage=50 --refill_buffers "$@" \
       --output-format=terse --terse-version=3 2>/dev/null | grep '^3;'
+}
+# measured_run TARGET RW QD SECONDS: one timed fio run, with the server's CPU ms and
+# context switches over it. Sets LINE, CPU_MS, CS (CS empty without perf).
+measured_run() {
+  local t=$1 rw=$2 qd=$3 secs=$4 pid=${SPID[$1]} perfout=$WORK/perf.out before perfpid
+  CS=""
+  if [ "$PERF" = 1 ]; then
+    perf stat -e task-clock,context-switches -p "$pid" -x, -o "$perfout" &
+    perfpid=$!
+    sleep 0.2  # attached before the first I/O
+  else
+    before=$(proc_cpu_ms "$pid")
+  fi
+  LINE=$(fio_run "$t" "$rw" "$qd" --time_based --runtime="$secs" --randrepeat=0)
+  if [ "$PERF" = 1 ]; then
+    kill -INT "$perfpid"; wait "$perfpid" || true
+    CPU_MS=$(awk -F, '/task-clock/ {print $1}' "$perfout")
+    CS=$(awk -F, '/context-switches/ {print $1}' "$perfout")
+  else
+    CPU_MS=$(awk -v a="$before" -v b="$(proc_cpu_ms "$pid")" 'BEGIN {print b - a}')
+  fi
 }
 for t in "${TARGETS[@]}"; do
   echo "nbd-bench: precondition $t ($REGION sequential)" >&2
@@ -96,31 +140,41 @@ done
 field() { echo "$1" | cut -d';' -f"$2"; }
 pct() { echo "$1" | cut -d';' -f"$2-$(($2 + 19))" | tr ';' '\n' | sed -n "s/^$3%=//p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+per_io() { awk -v a="$1" -v n="$2" -v f="$3" 'BEGIN {if (a == "" || n <= 0) print "–"; else printf f, a / n}'; }
 ROWS=""
+COSTS=""
 for qd in 1 16 64; do
   for rw in randread randwrite; do
-    declare -A IOPS=([ram]="–") LAT=([ram]="–") SUM=() P50=() P99=()
-    if [ "$rw" = randread ]; then i=8; p=18; else i=49; p=59; fi
+    declare -A IOPS=([ram]="–") LAT=([ram]="–") SUM=() P50=() P99=() IOS=() CPU=() SW=() US=([ram]="–") CSW=([ram]="–")
+    # terse v3: IOPS, total KiB, first latency percentile field (reads, then writes)
+    if [ "$rw" = randread ]; then i=8; kb=6; p=18; else i=49; kb=47; p=59; fi
     n=${#TARGETS[@]}
     for ((round = 0; round < ROUNDS; round++)); do
       for ((k = 0; k < n; k++)); do
         t=${TARGETS[$(((k + round) % n))]}
         echo "nbd-bench: $t $rw QD $qd, round $((round + 1))/$ROUNDS ($((RUNTIME / ROUNDS))s)" >&2
-        line=$(fio_run "$t" $rw $qd --time_based --runtime="$((RUNTIME / ROUNDS))" --randrepeat=0)
-        SUM[$t]=$(( ${SUM[$t]:-0} + $(field "$line" $i) ))
-        P50[$t]=$(( ${P50[$t]:-0} + $(pct "$line" $p 50.000000) ))
-        P99[$t]=$(( ${P99[$t]:-0} + $(pct "$line" $p 99.000000) ))
+        measured_run "$t" $rw $qd "$((RUNTIME / ROUNDS))"
+        SUM[$t]=$(( ${SUM[$t]:-0} + $(field "$LINE" $i) ))
+        IOS[$t]=$(( ${IOS[$t]:-0} + $(field "$LINE" $kb) / 4 ))
+        P50[$t]=$(( ${P50[$t]:-0} + $(pct "$LINE" $p 50.000000) ))
+        P99[$t]=$(( ${P99[$t]:-0} + $(pct "$LINE" $p 99.000000) ))
+        CPU[$t]=$(awk -v a="${CPU[$t]:-0}" -v b="$CPU_MS" 'BEGIN {print a + b}')
+        [ -n "$CS" ] && SW[$t]=$(( ${SW[$t]:-0} + CS ))
       done
     done
     for t in "${TARGETS[@]}"; do  # means over the rounds
       IOPS[$t]=$(( SUM[$t] / ROUNDS ))
       LAT[$t]="$(( P50[$t] / ROUNDS )) / $(( P99[$t] / ROUNDS ))"
+      US[$t]=$(per_io "$(awk -v ms="${CPU[$t]}" 'BEGIN {print ms * 1000}')" "${IOS[$t]}" "%.1f")
+      CSW[$t]=$(per_io "${SW[$t]:-}" "${IOS[$t]}" "%.2f")
     done
     ram_ratio="–"
     [ -n "$RAMWORK" ] && ram_ratio="**$(ratio "${IOPS[ram]}" "${IOPS[memory]}")×**"
     ROWS+="| $rw | $qd | ${IOPS[memory]} | ${IOPS[ram]} | $ram_ratio | ${IOPS[disk]} | **$(ratio "${IOPS[disk]}" "${IOPS[memory]}")×** | ${LAT[memory]} | ${LAT[ram]} | ${LAT[disk]} |"$'\n'
+    COSTS+="| $rw | $qd | ${US[memory]} | ${US[ram]} | ${US[disk]} | ${CSW[memory]} | ${CSW[ram]} | ${CSW[disk]} | $(ratio "$(( P50[ram] / ROUNDS ))" "$(( P50[memory] / ROUNDS ))")× | $(ratio "$(( P50[disk] / ROUNDS ))" "$(( P50[memory] / ROUNDS ))")× |"$'\n'
   done
 done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 STATUS=$("$ERAID" status --dir "$WORK/array")
 OUT=$WORK/section.md
 {
@@ -129,17 +183,28 @@ OUT=$WORK/section.md
   echo "Command: \`tools/bench/nbd-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
   echo "eraid: 4 emulated drives of $DEVSIZE flash (2× expansion, zstd −3, FlashAlloc), served by \`eraid serve\`,"
   echo "twice: with the drives' flash files in RAM (tmpfs) and on the disk ($(fstype "$TMPBASE")). Ceiling: nbdkit's"
-  echo "memory plugin, in the same run. fio ioengine=nbd over a Unix socket, 4 KiB, ${RUNTIME} s per point and target,"
+  echo "memory plugin (\`nbdkit --threads 1 memory\`), in the same run. fio ioengine=nbd over a Unix socket, 4 KiB, ${RUNTIME} s per point and target,"
   echo "in $ROUNDS round(s) that alternate the targets (IOPS and latencies: the rounds' means),"
   echo "over a $REGION region written once first, \`buffer_compress_percentage=50\`. fio and nbdkit"
   echo "share the machine's $(nproc) cores. Latencies are fio's completion latency p50 / p99 in µs."
+  echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER."
   [ -n "$RAMNOTE" ] && { echo; echo "$RAMNOTE"; }
   echo
   echo "| pattern | QD | memory plugin IOPS | eraid, flash in RAM | / memory | eraid, flash on disk | / memory | memory lat | RAM lat | disk lat |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
   echo
-  echo "Targets (issue 5), at QD 16: randread ≥ 0.8×, randwrite ≥ 0.5× the memory plugin."
+  echo "The servers' costs: CPU time of the serving nbdkit process (all its threads: the plugin,"
+  echo "the drives' workers, io_uring) per I/O in µs, and its context switches per I/O$([ "$PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (not measured: no perf)");"
+  echo "and eraid's p50 latency over the memory plugin's."
+  echo
+  echo "| pattern | QD | µs/IO memory | µs/IO RAM | µs/IO disk | cs/IO memory | cs/IO RAM | cs/IO disk | p50 RAM / memory | p50 disk / memory |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s' "$COSTS"
+  echo
+  echo "Targets (issue 16), at QD 16: randwrite ≥ 0.6× the memory plugin with flash in RAM and"
+  echo "≥ 0.45× on disk; randread ≥ 0.9×; ≤ 10 µs of server CPU and ≤ 0.3 context switches per"
+  echo "write; at QD 1, write p50 ≤ 1.3× the memory plugin's."
   echo
   echo "The disk-backed array after the run (\`eraid status\`):"
   echo
