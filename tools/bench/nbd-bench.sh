@@ -187,7 +187,7 @@ OUT=$WORK/section.md
   echo "in $ROUNDS round(s) that alternate the targets (IOPS and latencies: the rounds' means),"
   echo "over a $REGION region written once first, \`buffer_compress_percentage=50\`. fio and nbdkit"
   echo "share the machine's $(nproc) cores. Latencies are fio's completion latency p50 / p99 in µs."
-  echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER."
+  echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER (the run's own fio and nbdkit)."
   [ -n "$RAMNOTE" ] && { echo; echo "$RAMNOTE"; }
   echo
   echo "| pattern | QD | memory plugin IOPS | eraid, flash in RAM | / memory | eraid, flash on disk | / memory | memory lat | RAM lat | disk lat |"
