@@ -62,6 +62,13 @@ Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
 Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
   return RunSync(*this, [&](IoCallback cb) { SubmitWrite(lba, buf, std::move(cb)); });
 }
+Status Backend::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
+  stored->bytes.clear();
+  return Read(lba, out);
+}
+Status Backend::WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock>) {
+  return Write(lba, data);
+}
 Status Backend::Trim(Lba lba, uint64_t count_blocks) {
   return RunSync(*this, [&](IoCallback cb) { SubmitTrim(lba, count_blocks, std::move(cb)); });
 }

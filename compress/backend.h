@@ -25,9 +25,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/types.h"
+#include "compress/codec.h"
 
 namespace eraid {
 
@@ -41,6 +43,15 @@ struct RangeUsage {
   double ratio() const {
     return stored_bytes ? static_cast<double>(mapped_blocks * kBlockSize) / stored_bytes : 0.0;
   }
+};
+
+// A block in the form a device stores it — a compressing drive's record payload and its
+// codec — so that a copy to another device of the same kind skips undoing and redoing
+// that work, as a drive's copy offload would (docs/compressed-drive.md, "Stored copies").
+// Empty `bytes`: the device could not give one; only the block's data is known.
+struct StoredBlock {
+  Codec codec = Codec::kRaw;
+  std::vector<std::byte> bytes;
 };
 
 class Backend {
@@ -79,6 +90,13 @@ class Backend {
   // by default the covering blocks through Read(), then a copy of the bytes wanted.
   virtual Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out);
   Status Write(Lba lba, std::span<const std::byte> buf);
+  // Read() of one block, and its stored form where the device keeps one (by default it
+  // does not: `stored->bytes` comes back empty).
+  virtual Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored);
+  // Write() of `data`, where `stored` (empty, or one per block) holds each block's stored
+  // form from a device of the same kind, which a device may store as it is instead of
+  // encoding `data` again. The default ignores it.
+  virtual Status WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored);
   Status Trim(Lba lba, uint64_t count_blocks);
   Status Flush();
 

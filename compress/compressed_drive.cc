@@ -209,6 +209,18 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
   std::unique_lock lock(cache_mu_);
   cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
   if (!cache_error_.ok()) return cache_error_;
+  ERAID_RETURN_IF_ERROR(AdmitLocked(lba, n, worst));
+  const uint64_t id = next_cache_id_++;
+  for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
+  cached_size_.store(cached_.size(), std::memory_order_release);
+  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst});
+  cache_blocks_ += n;
+  if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
+  cache_work_cv_.notify_one();
+  return Status::Ok();
+}
+
+Status CompressedDrive::AdmitLocked(Lba lba, uint64_t n, uint64_t worst) {
   // Admission (serialised by cache_mu_). The worker releases a write's reservation only
   // after publishing the live bytes its records added, so reading the reservations and
   // then live_bytes_ never sees less than is held: if even that fits, the write does —
@@ -234,13 +246,6 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
     }
   }
   cache_reserved_bytes_.fetch_add(worst, std::memory_order_relaxed);
-  const uint64_t id = next_cache_id_++;
-  for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
-  cached_size_.store(cached_.size(), std::memory_order_release);
-  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst});
-  cache_blocks_ += n;
-  if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
-  cache_work_cv_.notify_one();
   return Status::Ok();
 }
 
@@ -350,7 +355,57 @@ Status CompressedDrive::DoRead(Lba lba, std::span<std::byte> buf) {
   return Status::Ok();
 }
 
-Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
+Status CompressedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
+  stored->bytes.clear();
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, out.size()));
+  if (out.size() != kBlockSize) return Status::InvalidArgument("ReadStored takes one block");
+  if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard lock(cache_mu_);
+    if (auto it = cached_.find(lba.value); it != cached_.end()) {  // not stored yet: the data only
+      std::memcpy(out.data(), it->second.data->data() + it->second.offset, kBlockSize);
+      return Status::Ok();
+    }
+  }
+  return ReadBlock(lba.value, out.data(), stored);
+}
+
+Status CompressedDrive::WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored) {
+  const uint64_t n = BytesToBlocks(data.size());
+  // Only records this drive would have written itself: a drive that does not compress
+  // stores its blocks raw, and a payload must decode to a block (checked on every read).
+  bool any = false;
+  for (const StoredBlock& b : stored) any |= !b.bytes.empty();
+  if (!options_.codec.enabled || stored.size() != n || !any) return Write(lba, data);
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, data.size()));
+  // An older write of these blocks still in the write cache must not be stored after this.
+  ERAID_RETURN_IF_ERROR(DrainCacheOf(lba, n));
+  // Its room is held like a cached write's, so the cached writes admitted before it still
+  // fit when the worker stores them (AdmitLocked).
+  uint64_t reserved = 0;
+  if (options_.write_cache_blocks) {
+    std::lock_guard lock(cache_mu_);
+    ERAID_RETURN_IF_ERROR(AdmitLocked(lba, n, n * (kRecordHeaderBytes + kBlockSize)));
+    reserved = n * (kRecordHeaderBytes + kBlockSize);
+  }
+  auto payloads = std::make_unique_for_overwrite<std::byte[]>(BlocksToBytes(n));
+  std::vector<Compressed> sizes(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const StoredBlock& b = stored[i];
+    std::byte* out = payloads.get() + BlocksToBytes(i);
+    if (b.bytes.empty() || b.bytes.size() > kMaxCompressedBlockBytes ||
+        (b.codec == Codec::kRaw && b.bytes.size() != kBlockSize)) {
+      const std::byte* in = data.data() + BlocksToBytes(i);
+      sizes[i] = options_.memo ? options_.memo->Compress(options_.codec, in, out)
+                               : CompressBlock(options_.codec, in, out);
+    } else {
+      std::memcpy(out, b.bytes.data(), b.bytes.size());
+      sizes[i] = Compressed{b.codec, static_cast<uint32_t>(b.bytes.size())};
+    }
+  }
+  return Store(lba.value, n, payloads.get(), sizes, reserved);
+}
+
+Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out, StoredBlock* keep) {
   // The record is found under the lock, and read from flash without it: records are
   // never rewritten in place, so the bytes at its location stay its own until its erase
   // unit is erased, which bumps erasures_. A read that saw an erase go by is done again
@@ -388,7 +443,12 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out) {
     if (s.ok() && (h->type != RecordType::kData || h->lba != block)) {
       s = Status::Corruption("record belongs to another lba");
     }
-    if (s.ok()) s = DecompressBlock(h->codec, std::span(record).subspan(kRecordHeaderBytes, h->payload_bytes), out);
+    const auto payload = std::span(record).subspan(kRecordHeaderBytes, s.ok() ? h->payload_bytes : 0);
+    if (s.ok()) s = DecompressBlock(h->codec, payload, out);
+    if (s.ok() && keep) {
+      keep->codec = h->codec;
+      keep->bytes.assign(payload.begin(), payload.end());
+    }
     if (!s.ok()) {
       std::lock_guard lock(mu_);
       ++stats_.corrupt_reads;
@@ -409,15 +469,19 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
   // chunk showed in write profiles).
   auto payloads = std::make_unique_for_overwrite<std::byte[]>(BlocksToBytes(n));
   std::vector<Compressed> sizes(n);
-  uint64_t new_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const std::byte* in = buf.data() + BlocksToBytes(i);
     std::byte* out = payloads.get() + BlocksToBytes(i);
     sizes[i] = options_.memo ? options_.memo->Compress(options_.codec, in, out)
                              : CompressBlock(options_.codec, in, out);
-    new_bytes += kRecordHeaderBytes + sizes[i].size_bytes;
   }
+  return Store(lba.value, n, payloads.get(), sizes, reserved);
+}
 
+Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payloads,
+                              const std::vector<Compressed>& sizes, uint64_t reserved) {
+  uint64_t new_bytes = 0;
+  for (const Compressed& c : sizes) new_bytes += kRecordHeaderBytes + c.size_bytes;
   std::lock_guard lock(mu_);
   // However it returns, the write then no longer needs its room held: the live bytes its
   // records added are published first, and the reservation released after (CacheWrite
@@ -433,7 +497,7 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
   ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/false));
   uint64_t old_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    uint64_t loc = map_[lba.value + i];
+    uint64_t loc = map_[lba + i];
     if (loc != kUnmapped && loc != kLostBlock) old_bytes += LocLength(loc);
   }
   if (stats_.live_bytes - old_bytes + new_bytes > usable_bytes_) {
@@ -442,12 +506,12 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
                            std::to_string(usable_bytes_) + " physical bytes live");
   }
   for (uint64_t i = 0; i < n; ++i) {
-    const uint64_t block = lba.value + i;
+    const uint64_t block = lba + i;
     RecordHeader h{RecordType::kData, sizes[i].codec, static_cast<uint16_t>(sizes[i].size_bytes),
                    block, 0, 1};
     uint64_t loc = 0;
     ERAID_RETURN_IF_ERROR(
-        AppendLocked(StreamForLocked(block), &h, payloads.get() + BlocksToBytes(i), &loc));
+        AppendLocked(StreamForLocked(block), &h, payloads + BlocksToBytes(i), &loc));
     UnmapLocked(block, h.seq);  // after the append: GC inside it may have moved the old record
     map_[block] = loc;
     eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += LocLength(loc);

@@ -130,6 +130,10 @@ class CompressedDrive final : public Backend {
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
+  // A block's record payload, and storing one as it is: a RAID5 -> RAID10 conversion
+  // copies records from drive to drive without decompressing and compressing them again.
+  Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) override;
+  Status WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored) override;
   size_t Poll(bool wait) override;
   size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
@@ -156,13 +160,21 @@ class CompressedDrive final : public Backend {
   CompressedDrive(Backend& flash, const DriveOptions& options, const Geometry& geometry);
 
   Status DoRead(Lba lba, std::span<std::byte> buf);
-  Status ReadBlock(uint64_t block, std::byte* out);
+  // `keep`: also the record's codec and payload.
+  Status ReadBlock(uint64_t block, std::byte* out, StoredBlock* keep = nullptr);
   // `reserved`: the room the write cache holds for this write, released when it returns,
   // after the live bytes its records added are published (see CacheWrite).
   Status DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved = 0);
+  // The second half of DoWrite: appends the records of n blocks whose payloads (block i's
+  // at payloads + i * 4 KiB) are encoded already, and maps them.
+  Status Store(uint64_t lba, uint64_t n, const std::byte* payloads, const std::vector<Compressed>& sizes,
+               uint64_t reserved);
   // The write cache (options_.write_cache_blocks > 0).
   Status CacheWrite(Lba lba, std::span<const std::byte> buf);
   Status CachedRead(Lba lba, std::span<std::byte> buf);
+  // Holds room for a write of n blocks of at most `worst` record bytes, or NoSpace;
+  // Store() releases it. REQUIRES: cache_mu_ held.
+  Status AdmitLocked(Lba lba, uint64_t n, uint64_t worst);
   // Waits until every cached write is stored; returns the sticky background error.
   Status DrainCache();
   // The same, only if a cached write falls in [lba, lba + count_blocks).

@@ -46,6 +46,8 @@ class DriveModel {
     }
     return s;
   }
+  // What a write the test made itself (not through Write) stored.
+  void Track(uint64_t lba, const Block& block) { model_[lba] = block; }
   void Trim(uint64_t lba, uint64_t n) {
     ASSERT_TRUE(drive_->Trim(Lba(lba), n).ok());
     for (uint64_t i = 0; i < n; ++i) model_.erase(lba + i);
@@ -248,6 +250,73 @@ TEST(DriveTest, DrivesSharingACompressionMemoStoreWhatTheyAreGiven) {
   EXPECT_EQ(o.memo->hits(), mirrored);
   EXPECT_EQ(cached.memo->hits(), 600u);
   for (DriveModel* m : {&a, &b, &c}) {
+    m->VerifyAll();
+    m->Reopen(SmallOptions());
+    m->VerifyAll();
+  }
+}
+
+// A stored copy (a conversion's mirror) keeps the source drive's record as it is: here the
+// source stores raw (it does not compress) and the copy's drive would compress, so the
+// copy's stored bytes tell which was kept. Blocks without a stored form are compressed; a
+// drive that does not compress stores raw whatever it is given; a copy lands after an
+// older cached write of the same LBA.
+TEST(DriveTest, StoredCopiesKeepTheSourceRecord) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  DriveOptions raw = SmallOptions();
+  raw.codec.enabled = false;
+  DriveOptions cached = SmallOptions();
+  cached.write_cache_blocks = 64;
+  DriveModel raw_src(2048, raw), src(2048, SmallOptions()), copy(2048, SmallOptions()),
+      copy_cached(2048, cached), uncompressed(2048, raw);
+  constexpr uint64_t kBlocks = 96;
+  constexpr uint64_t kRawRecord = drive_format::kRecordHeaderBytes + kBlockSize;
+  std::vector<Block> data;
+  for (uint64_t lba = 0; lba < kBlocks; ++lba) {
+    data.push_back(MakeBlock(50, rng));
+    ASSERT_TRUE(raw_src.Write(lba, data.back()).ok());
+    ASSERT_TRUE(src.Write(lba, data.back()).ok());
+    // An older write of the same LBA in the cache: the copy must land after it.
+    ASSERT_TRUE(copy_cached.Write(lba, MakeBlock(10, rng)).ok());
+  }
+  Block out(kBlockSize);
+  for (uint64_t lba = 0; lba < kBlocks; ++lba) {
+    StoredBlock stored, compressed;
+    ASSERT_TRUE(raw_src.drive().ReadStored(Lba(lba), out, &stored).ok());
+    ASSERT_EQ(out, data[lba]);
+    ASSERT_EQ(stored.bytes.size(), kBlockSize);
+    EXPECT_EQ(stored.codec, Codec::kRaw);
+    for (DriveModel* m : {&copy, &copy_cached}) {
+      ASSERT_TRUE(m->drive().WriteStored(Lba(lba), out, std::span(&stored, 1)).ok());
+      m->Track(lba, out);
+    }
+    ASSERT_TRUE(src.drive().ReadStored(Lba(lba), out, &compressed).ok());
+    ASSERT_EQ(out, data[lba]);
+    EXPECT_EQ(compressed.codec, Codec::kZstd);
+    EXPECT_LT(compressed.bytes.size(), kBlockSize);
+    ASSERT_TRUE(uncompressed.drive().WriteStored(Lba(lba), out, std::span(&compressed, 1)).ok());
+    uncompressed.Track(lba, out);
+  }
+  // Two blocks at once, the second without a stored form: it is compressed.
+  StoredBlock two[2];
+  Block pair(2 * kBlockSize);
+  ASSERT_TRUE(raw_src.drive().ReadStored(Lba(0), std::span(pair).first(kBlockSize), &two[0]).ok());
+  const Block fresh = MakeBlock(50, rng);
+  std::copy(fresh.begin(), fresh.end(), pair.begin() + kBlockSize);
+  ASSERT_TRUE(copy.drive().WriteStored(Lba(kBlocks), pair, two).ok());
+  copy.Track(kBlocks, Block(pair.begin(), pair.begin() + kBlockSize));
+  copy.Track(kBlocks + 1, fresh);
+  ASSERT_TRUE(copy_cached.drive().Flush().ok());
+
+  EXPECT_EQ(copy_cached.drive().stats().live_bytes, kBlocks * kRawRecord);
+  const uint64_t last_two = copy.drive().stats().live_bytes - kBlocks * kRawRecord;
+  EXPECT_GT(last_two, kRawRecord);
+  EXPECT_LT(last_two, 2 * kRawRecord) << "the block without a stored form is compressed";
+  EXPECT_EQ(uncompressed.drive().stats().live_bytes, kBlocks * kRawRecord);
+  EXPECT_LT(src.drive().stats().live_bytes, kBlocks * kRawRecord * 3 / 4);
+  for (DriveModel* m : {&copy, &copy_cached, &uncompressed}) {
     m->VerifyAll();
     m->Reopen(SmallOptions());
     m->VerifyAll();
