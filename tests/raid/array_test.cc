@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <map>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "common/data_gen.h"
 #include "compress/compressed_drive.h"
@@ -331,6 +333,144 @@ TEST(ArrayTest, CompressionRatiosFromTheDrives) {
   EXPECT_GT(info.alpha_usr, 2.5) << "75% compressible data";
   EXPECT_LT(info.alpha_pty, info.alpha_usr / 2) << "parity of independent random data compresses worse";
   EXPECT_GT(info.physical_bytes, 0u);
+}
+
+// Four compressing drives sharing a compression memo, which counts every compression
+// the drives do (each goes through it).
+struct CompressedRig {
+  std::vector<std::unique_ptr<MemBackend>> flash;
+  std::vector<std::unique_ptr<CompressedDrive>> drives;
+  std::vector<Backend*> devs;
+  std::shared_ptr<CompressionMemo> memo = std::make_shared<CompressionMemo>();
+  std::unique_ptr<ElasticArray> array;
+
+  explicit CompressedRig(uint32_t write_cache_blocks) {
+    DriveOptions o;
+    o.erase_unit_blocks = 16;
+    o.max_flashalloc_ranges = 8;
+    o.write_cache_blocks = write_cache_blocks;
+    o.memo = memo;
+    for (int d = 0; d < 4; ++d) {
+      flash.push_back(std::make_unique<MemBackend>(8192));
+      drives.push_back(std::move(CompressedDrive::Format(*flash.back(), o)).value());
+      devs.push_back(drives.back().get());
+    }
+    ArrayOptions ao;
+    ao.chunk_blocks = 4;
+    ao.rows_per_slot = 8;
+    array = std::move(ElasticArray::Create(devs, ao)).value();
+  }
+  uint64_t compressions() const { return memo->hits() + memo->misses(); }
+};
+
+// RAID5 -> RAID10 copies each data block's record from its drive to the mirror's, as a
+// drive's copy offload would, without compressing it again; only the zero padding of a
+// last partial row is compressed. RAID10 -> RAID5 computes parity, which is compressed.
+// Either way the new redundancy is the data's (scrub, and reads with a drive failed).
+TEST(ArrayTest, ConversionToRaid10CopiesRecordsWithoutCompressing) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  for (uint32_t cache : {0u, 32u}) {
+    SCOPED_TRACE("write cache " + std::to_string(cache));
+    CompressedRig rig(cache);
+    std::mt19937_64 rng(seed);
+    std::map<uint32_t, Block> model;
+    SegmentId s = rig.array->AllocateSegment(SegmentScheme::kRaid5).value();
+    while (rig.array->Remaining(s) > 0) {
+      Block b(kBlockSize);
+      FillBlockWithCompressibility(b, 50, rng);
+      auto pos = rig.array->Append(s, b, 0, 0);
+      ASSERT_TRUE(pos.ok());
+      model[*pos] = b;
+    }
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    ASSERT_TRUE(rig.array->Flush().ok());
+    const uint32_t row_blocks = rig.array->geometry().row_blocks();
+    uint64_t before = rig.compressions();
+    ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid10).ok());
+    const uint64_t to_raid10 = rig.compressions() - before;
+    EXPECT_LT(to_raid10, row_blocks) << model.size() << " blocks mirrored";
+    before = rig.compressions();
+    ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid5).ok());
+    EXPECT_GE(rig.compressions() - before, model.size() / (row_blocks / 4)) << "parity is compressed";
+    ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid10).ok());
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->crc_mismatches + scrub->mirror_mismatches + scrub->unrepairable, 0u)
+        << (scrub->findings.empty() ? std::string() : scrub->findings[0]);
+    Block back(kBlockSize);
+    ASSERT_TRUE(rig.array->FailDevice(1).ok());
+    for (const auto& [pos, data] : model) {
+      ASSERT_TRUE(rig.array->Read(s, pos, back).ok()) << pos;
+      ASSERT_EQ(back, data) << "position " << pos << " with device 1 failed";
+    }
+  }
+}
+
+// Conversions run beside user reads and writes (a block or a chunk at a time under the
+// array lock shared): while one thread converts sealed segments back and forth, another
+// reads them and a third appends to open segments and flushes; every read returns the
+// model's bytes. (Run under TSan in the sanitizer suite.)
+TEST(ArrayTest, ConversionsRunBesideReadsAndWrites) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  CompressedRig rig(32);
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint32_t, Block>> sealed;  // (position, data) of segment 0 and 1
+  std::vector<SegmentId> segs;
+  for (int i = 0; i < 2; ++i) {
+    segs.push_back(rig.array->AllocateSegment(SegmentScheme::kRaid5).value());
+    for (int b = 0; b < 150 && rig.array->Remaining(segs.back()) > 0; ++b) {
+      Block block(kBlockSize);
+      FillBlockWithCompressibility(block, 50, rng);
+      auto pos = rig.array->Append(segs.back(), block, 0, 0);
+      ASSERT_TRUE(pos.ok());
+      if (i == 0) sealed.emplace_back(*pos, block);
+    }
+    ASSERT_TRUE(rig.array->Seal(segs.back()).ok());
+  }
+  ASSERT_TRUE(rig.array->Flush().ok());
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> reads{0}, bad{0};
+  std::thread reader([&] {
+    std::mt19937_64 r(seed + 1);
+    Block back(kBlockSize);
+    while (!done.load()) {
+      const auto& [pos, data] = sealed[r() % sealed.size()];
+      if (!rig.array->Read(segs[0], pos, back).ok() || back != data) ++bad;
+      ++reads;
+    }
+  });
+  std::thread writer([&] {
+    std::mt19937_64 r(seed + 2);
+    Block block(kBlockSize);
+    while (!done.load()) {
+      auto open = rig.array->AllocateSegment(SegmentScheme::kRaid5);
+      if (!open.ok()) break;
+      for (int b = 0; b < 40 && rig.array->Remaining(*open) > 0; ++b) {
+        FillBlockWithCompressibility(block, 50, r);
+        auto pos = rig.array->Append(*open, block, 0, 0);
+        Block back(kBlockSize);
+        if (!pos.ok() || !rig.array->Read(*open, *pos, back).ok() || back != block) ++bad;
+      }
+      if (!rig.array->Flush().ok() || !rig.array->Seal(*open).ok() || !rig.array->Free(*open).ok()) ++bad;
+    }
+  });
+  for (int round = 0; round < 6; ++round) {
+    for (SegmentId s : segs) {
+      const SegmentScheme to = round % 2 ? SegmentScheme::kRaid5 : SegmentScheme::kRaid10;
+      Status st = rig.array->Convert(s, to);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  }
+  done = true;
+  reader.join();
+  writer.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(reads.load(), 0u);
+  auto scrub = rig.array->Scrub();
+  ASSERT_TRUE(scrub.ok());
+  EXPECT_EQ(scrub->crc_mismatches + scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
 }
 
 TEST(ArrayTest, BadInputAndForeignDevices) {
