@@ -49,6 +49,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 "$ERAID" create --dir "$A" --devices 4 --device-size "$DEVSIZE" --policy manual >/dev/null
 "$ERAID" serve --dir "$A" --daemon >/dev/null
 URI="nbd+unix:///?socket=$A/nbd.sock"
@@ -113,6 +114,7 @@ for rw in randread randwrite; do
     ROWS+="| $rw | $label | $moved | $iops | **$ratio×** | $p50 / $p99 |"$'\n'
   done
 done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 OUT=$WORK/section.md
 {
   echo "## User I/O under background conversion (scheduler/)"
@@ -123,6 +125,7 @@ OUT=$WORK/section.md
   echo "every sealed segment to RAID10 and back in a loop. \"converted\" is what the array actually"
   echo "converted during the fio run (segments × segment size / time). (The paper's Figures 12–13.)"
   echo "Unthrottled, with no user I/O, one conversion thread converts: ${IDLE%; }."
+  echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER (the run's own fio, nbdkit and conversions)."
   echo
   echo "| pattern | throttle | converted (MB/s) | IOPS | vs no conversion | p50 / p99 (µs) |"
   echo "|---|---|---|---|---|---|"
