@@ -162,6 +162,13 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
   }
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
   if (options_.gc_free_segments > 0) {
+    // Free-space mode (the live volume). With gc_step_blocks, GC copies a bounded number
+    // of blocks per request, a victim over many requests, so no writer waits for a whole
+    // victim; only when free segments fall below gc_urgent_free_segments (the log must not
+    // run out of room to open segments), or physical space is over its budget, are whole
+    // victims collected at once.
+    const uint32_t urgent_free = options_.gc_urgent_free_segments ? options_.gc_urgent_free_segments
+                                                                    : options_.gc_free_segments;
     while (true) {
       const bool short_of_segments = stats_.live_segments + options_.gc_free_segments > options_.total_segments;
       if (!short_of_segments && !(options_.space_pressure && options_.space_pressure())) break;
@@ -170,9 +177,12 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
         ERAID_RETURN_IF_ERROR(FreeCollected());
         continue;
       }
-      const uint64_t before = stats_.segments_collected;
-      ERAID_RETURN_IF_ERROR(CollectGarbage(/*min_gp=*/std::numeric_limits<double>::min()));
-      if (stats_.segments_collected == before) break;  // nothing holds garbage
+      // Physical space over its budget is a hard limit too: whole victims, as before.
+      const bool urgent = options_.gc_step_blocks == 0 || !short_of_segments ||
+                          stats_.live_segments + urgent_free > options_.total_segments;
+      bool progress = false;
+      ERAID_RETURN_IF_ERROR(CollectStep(urgent ? UINT64_MAX : uint64_t{options_.gc_step_blocks} * blocks, &progress));
+      if (!progress || !urgent) break;  // nothing holds garbage; or one step per request
     }
     return Status::Ok();
   }
@@ -229,16 +239,17 @@ void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double g
   }
 }
 
-Status LogEngine::CollectGarbage(double min_gp) {
+size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   // Candidates, best first; ties in the order the reference simulator's HashMap iterates.
   // (Called once per GC over every segment: the scan is a replay's hottest loop, so the
   // list is kept between calls and one victim is found by a single pass, not a sort.)
+  // A victim being collected a step at a time is not a candidate again.
   const double now_us = static_cast<double>(timestamp_us_);
   std::vector<GcCandidate>& candidates = gc_candidates_;
   candidates.clear();
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
-    if (!seg || !seg->sealed) continue;
+    if (!seg || !seg->sealed || i == gc_victim_) continue;
     const double gp = Reclaimable(*seg);
     if (gp <= 0 || gp < min_gp) continue;
     double score = gp;
@@ -249,8 +260,8 @@ Status LogEngine::CollectGarbage(double min_gp) {
     }
     candidates.push_back({score, TieOrder(seg->id), seg->id, i});
   }
-  if (candidates.empty()) return Status::Ok();
-  const size_t k = std::min<size_t>(options_.segments_per_gc, candidates.size());
+  if (candidates.empty()) return 0;
+  k = std::min(k, candidates.size());
   auto better = [](const GcCandidate& a, const GcCandidate& b) {
     if (a.score != b.score) return a.score > b.score;
     if (a.order != b.order) return a.order < b.order;
@@ -261,49 +272,98 @@ Status LogEngine::CollectGarbage(double min_gp) {
   } else {
     std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(), better);
   }
+  return k;
+}
+
+void LogEngine::StartVictim(uint32_t index) {
+  Segment& victim = *segments_[index];
+  if (options_.keep_victim_gps) stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
+  placement_.SegmentCollected(victim.cls, victim.created_time, Context());
+}
+
+Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
+  Segment& victim = *segments_[index];
+  // The victim's LBAs are scattered over the map: ask for the map entry a few slots
+  // ahead, so its cache miss overlaps this slot's work (the loop's main cost).
+  if (slot + kGcPrefetch < victim.slots.size() && victim.slots[slot + kGcPrefetch].lba < map_.size()) {
+    __builtin_prefetch(&map_[victim.slots[slot + kGcPrefetch].lba]);
+  }
+  *copied = false;
+  const Slot s = victim.slots[slot];
+  if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) return Status::Ok();  // garbage
+  std::span<const std::byte> data;
+  if (has_data_) {
+    gc_buf_.resize(kBlockSize);
+    ERAID_RETURN_IF_ERROR(store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
+    data = gc_buf_;
+  }
+  const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
+  ++stats_.gc_blocks;
+  ++stats_.gc_per_class[cls];
+  --stats_.valid_blocks;  // AppendBlock counts it again
+  ERAID_RETURN_IF_ERROR(AppendBlock(cls, s.lba, s.user_time, data));
+  ++n_blocks_;
+  if (count_invalid) {  // the victim stays live for a while: its copied slot is garbage now
+    ++victim.n_invalid;
+    ++n_invalid_sealed_;
+  }
+  *copied = true;
+  return Status::Ok();
+}
+
+void LogEngine::RetireVictim(uint32_t index) {
+  // The copies must be durable before the victim's originals go, and they are only after
+  // a flush: the victim waits for one (no LBA maps into it any more).
+  Segment& victim = *segments_[index];
+  unfreed_.push_back(victim.handle);
+  n_blocks_ -= victim.slots.size();
+  n_invalid_sealed_ -= victim.n_invalid;
+  segments_[index].reset();
+  free_indices_.push_back(index);
+  --hash_size_;
+  --stats_.live_segments;
+  ++stats_.segments_collected;
+}
+
+Status LogEngine::CollectGarbage(double min_gp) {
+  const size_t k = RankCandidates(min_gp, options_.segments_per_gc);
+  if (k == 0) return Status::Ok();
   ++stats_.gc_operations;
   for (size_t v = 0; v < k; ++v) {
-    const uint32_t index = candidates[v].index;
-    Segment& victim = *segments_[index];
-    if (options_.keep_victim_gps) stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
-    placement_.SegmentCollected(victim.cls, victim.created_time, Context());
-    const uint32_t slots = static_cast<uint32_t>(victim.slots.size());
+    const uint32_t index = gc_candidates_[v].index;
+    StartVictim(index);
+    const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
+    bool copied = false;
     for (uint32_t slot = 0; slot < slots; ++slot) {
-      // The victim's LBAs are scattered over the map: ask for the map entry a few slots
-      // ahead, so its cache miss overlaps this slot's work (the loop's main cost).
-      if (slot + kGcPrefetch < slots && victim.slots[slot + kGcPrefetch].lba < map_.size()) {
-        __builtin_prefetch(&map_[victim.slots[slot + kGcPrefetch].lba]);
-      }
-      const Slot s = victim.slots[slot];
-      if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) continue;  // garbage
-      std::span<const std::byte> data;
-      if (has_data_) {
-        gc_buf_.resize(kBlockSize);
-        ERAID_RETURN_IF_ERROR(store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
-        data = gc_buf_;
-      }
-      const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
-      ++stats_.gc_blocks;
-      ++stats_.gc_per_class[cls];
-      --stats_.valid_blocks;  // AppendBlock counts it again
-      ERAID_RETURN_IF_ERROR(AppendBlock(cls, s.lba, s.user_time, data));
-      ++n_blocks_;
+      ERAID_RETURN_IF_ERROR(CopySlot(index, slot, /*count_invalid=*/false, &copied));
     }
   }
-  // The copies must be durable before the victims' originals go, and they are only after
-  // a flush: the victims wait for one (no LBA maps into them any more).
-  for (size_t v = 0; v < k; ++v) {
-    const uint32_t index = candidates[v].index;
-    Segment& victim = *segments_[index];
-    unfreed_.push_back(victim.handle);
-    n_blocks_ -= victim.slots.size();
-    n_invalid_sealed_ -= victim.n_invalid;
-    segments_[index].reset();
-    free_indices_.push_back(index);
-    --hash_size_;
-    --stats_.live_segments;
-    ++stats_.segments_collected;
+  for (size_t v = 0; v < k; ++v) RetireVictim(gc_candidates_[v].index);
+  return unfreed_.size() >= options_.frees_per_flush ? FreeCollected() : Status::Ok();
+}
+
+Status LogEngine::CollectStep(uint64_t max_blocks, bool* progress) {
+  *progress = true;
+  if (gc_victim_ == kNoSegment) {
+    if (RankCandidates(std::numeric_limits<double>::min(), 1) == 0) {
+      *progress = false;  // nothing holds garbage
+      return Status::Ok();
+    }
+    gc_victim_ = gc_candidates_[0].index;
+    gc_slot_ = 0;
+    ++stats_.gc_operations;
+    StartVictim(gc_victim_);
   }
+  const uint32_t index = gc_victim_;
+  const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
+  for (uint64_t copied = 0; gc_slot_ < slots && copied < max_blocks; ++gc_slot_) {
+    bool did = false;
+    ERAID_RETURN_IF_ERROR(CopySlot(index, gc_slot_, /*count_invalid=*/true, &did));
+    copied += did;
+  }
+  if (gc_slot_ < slots) return Status::Ok();
+  gc_victim_ = kNoSegment;
+  RetireVictim(index);
   return unfreed_.size() >= options_.frees_per_flush ? FreeCollected() : Status::Ok();
 }
 

@@ -66,6 +66,12 @@ struct EngineOptions {
   // With gc_free_segments: also collect while this says physical space is short (the
   // scheduler's budget); it is asked after every request, so it must be cheap.
   std::function<bool()> space_pressure;
+  // With gc_free_segments: GC copies at most this many valid blocks per user block of a
+  // request, collecting a victim over many requests (bounded pauses), until fewer than
+  // gc_urgent_free_segments (0: gc_free_segments) are free, when whole victims are
+  // collected at once. 0: whole victims always.
+  uint32_t gc_step_blocks = 0;
+  uint32_t gc_urgent_free_segments = 0;
 };
 
 struct EngineStats {
@@ -128,6 +134,18 @@ class LogEngine {
   void Invalidate(uint64_t lba);
   // Collects segments_per_gc victims among sealed segments whose GP is >= min_gp.
   Status CollectGarbage(double min_gp);
+  // Puts the best k candidates (GP >= min_gp) first in gc_candidates_; returns how many.
+  size_t RankCandidates(double min_gp, size_t k);
+  void StartVictim(uint32_t index);
+  // Rewrites the victim's slot through placement if it is still valid (*copied).
+  // count_invalid: the victim stays live after the copy, so the slot counts as garbage.
+  Status CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied);
+  // Takes a fully copied victim out of the log; it is freed at the next FreeCollected.
+  void RetireVictim(uint32_t index);
+  // Free-space mode: copies up to max_blocks valid blocks of the victim being collected
+  // (choosing the best one first if none is); retires it when done. *progress is false
+  // if no segment holds garbage.
+  Status CollectStep(uint64_t max_blocks, bool* progress);
   // Flushes the store and frees the collected victims waiting for it.
   Status FreeCollected();
   PlacementContext Context() const;
@@ -156,6 +174,9 @@ class LogEngine {
     uint32_t index;
   };
   std::vector<GcCandidate> gc_candidates_;  // CollectGarbage's, kept to spare an allocation per GC
+  // The victim CollectStep is collecting (kNoSegment: none) and its next slot.
+  uint32_t gc_victim_ = kNoSegment;
+  uint32_t gc_slot_ = 0;
   // Store handles of collected victims: no LBA maps into them, but until a flush makes
   // their copies durable a crash would need them.
   std::vector<uint64_t> unfreed_;

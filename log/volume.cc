@@ -78,6 +78,10 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
     const uint32_t reserve = std::max<uint32_t>(2, eo.total_segments / 32);
     eo.gc_free_segments = placement_->classes() + reserve;
     eo.frees_per_flush = options_.gc_frees_per_flush ? options_.gc_frees_per_flush : std::max<uint32_t>(1, reserve / 2);
+    eo.gc_step_blocks = options_.gc_step_blocks;
+    eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
+    eo.gc_step_blocks = options_.gc_step_blocks;
+    eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
     ArrayStore* store = store_.get();
     eo.space_pressure = [store] { return store->SpacePressure(); };
   }

@@ -49,6 +49,10 @@ struct VolumeOptions {
   // With kFreeSpace: GC victims freed per flush of their copies (0: half the segments GC
   // keeps in reserve, at least 1).
   uint32_t gc_frees_per_flush = 0;
+  // With kFreeSpace: GC copies at most this many blocks per user block written, so a
+  // writer never waits for a whole victim (docs/log.md, "GC in steps"); whole victims
+  // only when half the reserve is gone. 0: whole victims always.
+  uint32_t gc_step_blocks = 8;
   // Open even when recovery found a segment whose summaries are beyond repair (two copies
   // damaged): the blocks written there are unknown, so some LBAs would read an older
   // version. Without it, Open refuses with DataLoss and names the segment.

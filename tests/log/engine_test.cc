@@ -156,5 +156,54 @@ TEST(EngineTest, VictimsAreFreedInBatchesAfterAFlush) {
   }
 }
 
+// GC in steps (the live volume's default): a request copies at most gc_step_blocks per
+// block it writes, a victim being collected over many requests, except when free
+// segments fall to the urgent level; the invariants hold mid-victim (its copied slots
+// count as garbage), no valid block is lost, and WA stays that of whole victims.
+TEST(EngineTest, GcInStepsBoundsTheCopiesPerRequest) {
+  auto run = [](uint32_t step, uint64_t* over, uint64_t* most) {
+    auto p = std::move(MakePlacement("sepbit")).value();
+    RecordingStore store(32, 64);
+    EngineOptions o;
+    o.segment_blocks = 32;
+    o.total_segments = 64;
+    o.gc_free_segments = p->classes() + 6;
+    o.gc_urgent_free_segments = p->classes() + 2;
+    o.gc_step_blocks = step;
+    o.frees_per_flush = 2;
+    LogEngine engine(o, *p, store);
+    std::mt19937_64 rng(7);
+    std::set<uint64_t> live;
+    *over = *most = 0;
+    for (int i = 0; i < 40000; ++i) {
+      const uint64_t lba = rng() % 10 < 8 ? rng() % 240 : 240 + rng() % 960;
+      const uint64_t before = engine.stats().gc_blocks;
+      EXPECT_TRUE(engine.Write(lba, 1, uint64_t(i) * 5).ok()) << i;
+      live.insert(lba);
+      const uint64_t copied = engine.stats().gc_blocks - before;
+      *over += copied > step;
+      *most = std::max(*most, copied);
+      if (i % 997 == 0) {
+        Status s = engine.CheckInvariants();
+        EXPECT_TRUE(s.ok()) << "after " << i << ": " << s.ToString();
+        EXPECT_EQ(engine.stats().valid_blocks, live.size()) << "a valid block was lost or duplicated";
+      }
+    }
+    EXPECT_TRUE(engine.Flush().ok());
+    EXPECT_TRUE(engine.CheckInvariants().ok());
+    EXPECT_GT(engine.stats().segments_collected, 500u);
+    return engine.stats().wa();
+  };
+  uint64_t over_steps = 0, most_steps = 0, over_whole = 0, most_whole = 0;
+  const double wa_steps = run(2, &over_steps, &most_steps);
+  const double wa_whole = run(0, &over_whole, &most_whole);
+  std::printf("steps of 2: WA %.3f, %llu requests copied more (most %llu); whole victims: WA %.3f, most %llu\n",
+              wa_steps, (unsigned long long)over_steps, (unsigned long long)most_steps, wa_whole,
+              (unsigned long long)most_whole);
+  EXPECT_LT(over_steps, 40000u / 1000) << "urgent collections are rare";
+  EXPECT_GT(most_whole, 10u) << "whole victims copy many blocks in one request";
+  EXPECT_LT(wa_steps, wa_whole * 1.1);
+}
+
 }  // namespace
 }  // namespace eraid
