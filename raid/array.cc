@@ -66,7 +66,12 @@ class ElasticArray::Io {
   }
   uint32_t count() const { return static_cast<uint32_t>(devices_.size()); }
   Backend* device(uint32_t d) const { return devices_[d]; }
-  void set_device(uint32_t d, Backend* b) { devices_[d] = b; }
+  // A Flush() reads the device set without the array lock (FlushDevices), so a swap
+  // also takes this one.
+  void set_device(uint32_t d, Backend* b) {
+    std::lock_guard lock(device_set_mu_);
+    devices_[d] = b;
+  }
   DeviceState state(uint32_t d) const { return stats_->devices[d].state; }
   void set_state(uint32_t d, DeviceState s) { stats_->devices[d].state = s; }
   bool writable(uint32_t d) const { return state(d) != DeviceState::kFailed; }
@@ -102,57 +107,27 @@ class ElasticArray::Io {
   }
 
   // Writes to devices that are down are skipped: the array goes on degraded.
+  // (Completions may run on another thread that polls the same device, a Flush() or a
+  // conversion holding the lock shared: the count is atomic.)
   void Write(const std::vector<DeviceWrite>& writes) {
     std::vector<Status> results(writes.size());
-    size_t pending = 0;
+    std::atomic<size_t> pending{0};
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
       if (!writable(w.device)) continue;
       ++stats_->devices[w.device].writes;
-      ++pending;
+      pending.fetch_add(1, std::memory_order_relaxed);
       devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [&, i](Status s) {
         results[i] = std::move(s);
-        --pending;
+        pending.fetch_sub(1, std::memory_order_release);
       });
     }
-    Drain(&pending);
+    Drain(pending);
     for (size_t i = 0; i < writes.size(); ++i) Note(writes[i].device, results[i]);
   }
 
   // Writes made outside Write() (a conversion's, under the shared lock), counted after.
   void CountWrites(uint32_t d, uint64_t n) { stats_->devices[d].writes += n; }
-
-  // FlushAll() for a caller that holds the array lock shared, beside others that may poll
-  // the same devices (and so run this call's completions): device errors go to *errors.
-  void FlushAllShared(std::vector<std::pair<uint32_t, Status>>* errors) {
-    struct State {
-      std::atomic<size_t> pending{0};
-      std::vector<Status> results;
-    };
-    auto state = std::make_shared<State>();
-    state->results.resize(count());
-    for (uint32_t d = 0; d < count(); ++d) {
-      if (!writable(d)) continue;
-      state->pending.fetch_add(1, std::memory_order_relaxed);
-      devices_[d]->SubmitFlush([state, d](Status s) {
-        state->results[d] = std::move(s);
-        state->pending.fetch_sub(1, std::memory_order_release);
-      });
-    }
-    while (state->pending.load(std::memory_order_acquire) > 0) {
-      bool polled = false;
-      for (Backend* b : devices_) {
-        if (b->in_flight() > 0 && state->pending.load(std::memory_order_acquire) > 0) {
-          b->Poll(true);
-          polled = true;
-        }
-      }
-      if (!polled) std::this_thread::yield();  // a completion running on another thread
-    }
-    for (uint32_t d = 0; d < count(); ++d) {
-      if (!state->results[d].ok()) errors->emplace_back(d, state->results[d]);
-    }
-  }
 
   void Trim(const std::vector<DeviceTrim>& trims) {
     for (const DeviceTrim& t : trims) {
@@ -171,37 +146,83 @@ class ElasticArray::Io {
   // All devices at once: drives that flush in the background do it in parallel.
   void FlushAll() {
     std::vector<Status> results(count());
-    size_t pending = 0;
+    std::atomic<size_t> pending{0};
     for (uint32_t d = 0; d < count(); ++d) {
       if (!writable(d)) continue;
-      ++pending;
+      pending.fetch_add(1, std::memory_order_relaxed);
       devices_[d]->SubmitFlush([&, d](Status s) {
         results[d] = std::move(s);
-        --pending;
+        pending.fetch_sub(1, std::memory_order_release);
       });
     }
-    Drain(&pending);
+    Drain(pending);
     for (uint32_t d = 0; d < count(); ++d) Note(d, results[d]);
   }
 
+  // Flushes the given devices (null: skipped) without the array lock, beside threads
+  // that hold it and poll the same devices (and so may run this call's completions);
+  // device errors go to *errors. The device set cannot change meanwhile (set_device).
+  void FlushDevices(const std::vector<Backend*>& devices, std::vector<std::pair<uint32_t, Status>>* errors) {
+    std::shared_lock lock(device_set_mu_);
+    struct State {
+      std::atomic<size_t> pending{0};
+      std::vector<Status> results;
+    };
+    auto state = std::make_shared<State>();
+    state->results.resize(devices.size());
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+      if (devices[d] == nullptr) continue;
+      state->pending.fetch_add(1, std::memory_order_relaxed);
+      devices[d]->SubmitFlush([state, d](Status s) {
+        state->results[d] = std::move(s);
+        state->pending.fetch_sub(1, std::memory_order_release);
+      });
+    }
+    while (state->pending.load(std::memory_order_acquire) > 0) {
+      bool polled = false;
+      for (Backend* b : devices) {
+        if (b != nullptr && b->in_flight() > 0 && state->pending.load(std::memory_order_acquire) > 0) {
+          b->Poll(true);
+          polled = true;
+        }
+      }
+      if (!polled) std::this_thread::yield();  // a completion running on another thread
+    }
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+      if (!state->results[d].ok()) errors->emplace_back(d, state->results[d]);
+    }
+  }
+
+  // FlushDevices() of every writable device, for a caller holding the array lock shared.
+  void FlushAllShared(std::vector<std::pair<uint32_t, Status>>* errors) {
+    std::vector<Backend*> devices;
+    for (uint32_t d = 0; d < count(); ++d) devices.push_back(writable(d) ? devices_[d] : nullptr);
+    FlushDevices(devices, errors);
+  }
+
  private:
-  void Drain(size_t* pending) {
-    while (*pending > 0) {
+  void Drain(const std::atomic<size_t>& pending) {
+    auto left = [&] { return pending.load(std::memory_order_acquire) > 0; };
+    while (left()) {
       for (Backend* b : devices_) {
         if (b->in_flight() > 0) b->Poll(false);
       }
-      if (*pending > 0) {
+      if (left()) {
+        bool polled = false;
         for (Backend* b : devices_) {
           if (b->in_flight() > 0) {
             b->Poll(true);
+            polled = true;
             break;
           }
         }
+        if (!polled) std::this_thread::yield();  // a completion running on another thread
       }
     }
   }
 
   std::vector<Backend*> devices_;
+  std::shared_mutex device_set_mu_;
   ArrayStats* stats_;
   uint32_t rebuild_cursor_ = 0;
   bool failures_changed_ = false;
@@ -308,15 +329,57 @@ void ElasticArray::FlushDevicesLocked() {
   journal_unflushed_ = false;
   if (pending_checkpoint_seq_ != 0) checkpoint_seq_ = std::max(checkpoint_seq_, std::exchange(pending_checkpoint_seq_, 0));
   std::vector<DeviceTrim> trims;
-  for (auto& [segment, t] : unmirror_awaiting_flush_) trims.insert(trims.end(), t.begin(), t.end());
+  for (auto& [segment, t] : unmirror_awaiting_flush_) {
+    for (const auto& [epoch, trim] : t) trims.push_back(trim);
+  }
   unmirror_awaiting_flush_.clear();
-  for (uint32_t s : frees_awaiting_flush_) AddSegmentTrims(s, &trims);
+  for (const auto& [s, epoch] : frees_awaiting_flush_) AddSegmentTrims(s, &trims);
   frees_awaiting_flush_.clear();
   if (!trims.empty()) io_->Trim(trims);
   // A seal record written before its blocks were durable could, at a crash, bound the
   // segment's chain past what is on disk: it is written only now. (Journalling may
   // checkpoint, which flushes again: the set is taken first.)
+  seal_epochs_.clear();
   for (const auto& [s, before] : std::exchange(seals_awaiting_flush_, {})) {
+    if (segments_[s]->entry.sealed) (void)JournalLocked(s, Durable::kAtNextFlush);
+  }
+}
+
+void ElasticArray::FinishFlushLocked(const FlushSnapshot& snap) {
+  if (snap.pending_checkpoint != 0) {
+    checkpoint_seq_ = std::max(checkpoint_seq_, snap.pending_checkpoint);
+    if (pending_checkpoint_seq_ == snap.pending_checkpoint) pending_checkpoint_seq_ = 0;
+  }
+  if (journal_seq_ == snap.journal_seq) journal_unflushed_ = false;
+  std::vector<DeviceTrim> trims;
+  for (auto it = unmirror_awaiting_flush_.begin(); it != unmirror_awaiting_flush_.end();) {
+    auto& t = it->second;
+    for (const auto& [epoch, trim] : t) {
+      if (epoch <= snap.epoch) trims.push_back(trim);
+    }
+    std::erase_if(t, [&](const auto& e) { return e.first <= snap.epoch; });
+    it = t.empty() ? unmirror_awaiting_flush_.erase(it) : std::next(it);
+  }
+  for (auto it = frees_awaiting_flush_.begin(); it != frees_awaiting_flush_.end();) {
+    if (it->second > snap.epoch) {
+      ++it;
+      continue;
+    }
+    AddSegmentTrims(it->first, &trims);
+    it = frees_awaiting_flush_.erase(it);
+  }
+  if (!trims.empty()) io_->Trim(trims);
+  std::vector<uint32_t> seals;
+  for (auto it = seal_epochs_.begin(); it != seal_epochs_.end();) {
+    if (it->second > snap.epoch) {
+      ++it;
+      continue;
+    }
+    seals.push_back(it->first);
+    seals_awaiting_flush_.erase(it->first);
+    it = seal_epochs_.erase(it);
+  }
+  for (uint32_t s : seals) {
     if (segments_[s]->entry.sealed) (void)JournalLocked(s, Durable::kAtNextFlush);
   }
 }
@@ -582,7 +645,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     if (segments_[i]->entry.scheme == SegmentScheme::kFree && !frees_awaiting_flush_.count(i)) pick = i;
   }
   if (pick == UINT32_MAX && !frees_awaiting_flush_.empty()) {
-    pick = *frees_awaiting_flush_.begin();
+    pick = frees_awaiting_flush_.begin()->first;
     FlushDevicesLocked();
   }
   for (uint32_t i = pick; i < segments_.size(); ++i) {
@@ -680,8 +743,7 @@ Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> bl
   return pos;
 }
 
-Status ElasticArray::FlushLocked() {
-  std::vector<std::vector<DeviceTrim>> unmirror;
+Status ElasticArray::PrepareFlushLocked() {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment& seg = *segments_[i];
     if (!seg.open) continue;
@@ -698,29 +760,51 @@ Status ElasticArray::FlushLocked() {
     }
     io_->Write(writes);
     seg.row_synced = static_cast<uint32_t>(seg.frontier - row_start);
-    if (!seg.rows_to_unmirror.empty()) {
-      std::vector<DeviceTrim> trims;
-      for (uint32_t row : seg.rows_to_unmirror) {
-        for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
-          Place m = geometry_.Mirror(SegmentId(i), geometry_.PositionOf(row, j, 0));
-          trims.push_back({m.device, m.lba, geometry_.chunk_blocks});
-        }
+    // Rows completed since they were flushed part-full: once this flush has made their
+    // parity durable, their slot-2 copies can go.
+    for (uint32_t row : seg.rows_to_unmirror) {
+      for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
+        Place m = geometry_.Mirror(SegmentId(i), geometry_.PositionOf(row, j, 0));
+        unmirror_awaiting_flush_[i].push_back({flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
       }
-      unmirror.push_back(std::move(trims));
-      seg.rows_to_unmirror.clear();
     }
+    seg.rows_to_unmirror.clear();
   }
+  return Status::Ok();
+}
+
+Status ElasticArray::FlushLocked() {
+  ERAID_RETURN_IF_ERROR(PrepareFlushLocked());
   FlushDevicesLocked();
-  // Parity of those rows is durable now: their slot-2 copies can go.
-  for (const auto& trims : unmirror) io_->Trim(trims);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   if (io_->failed_count() >= io_->count()) return Status::IoError("every device has failed");
   return Status::Ok();
 }
 
 Status ElasticArray::Flush() {
+  // The device flush, which takes milliseconds on drive files, runs without the array
+  // lock: appends, reads and conversions go on beside it. What it must cover is in the
+  // devices' queues before it starts (PrepareFlushLocked); what waits for a flush (trims
+  // of freed segments and of slot-2 copies, seal records, a checkpoint) is completed
+  // afterwards only if it was queued before it began (its epoch).
+  FlushSnapshot snap;
+  std::vector<Backend*> devices;
+  {
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(PrepareFlushLocked());
+    snap.epoch = flush_epoch_++;
+    snap.pending_checkpoint = pending_checkpoint_seq_;
+    snap.journal_seq = journal_seq_;
+    for (uint32_t d = 0; d < io_->count(); ++d) devices.push_back(io_->writable(d) ? io_->device(d) : nullptr);
+  }
+  std::vector<std::pair<uint32_t, Status>> errors;
+  io_->FlushDevices(devices, &errors);
   std::lock_guard lock(mu_);
-  return FlushLocked();
+  for (auto& [d, st] : errors) io_->Note(d, st);
+  FinishFlushLocked(snap);
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  if (io_->failed_count() >= io_->count()) return Status::IoError("every device has failed");
+  return Status::Ok();
 }
 
 Status ElasticArray::SealLocked(SegmentId s) {
@@ -742,7 +826,7 @@ Status ElasticArray::SealLocked(SegmentId s) {
   for (uint32_t row : seg.rows_to_unmirror) {
     for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
       Place m = geometry_.Mirror(s, geometry_.PositionOf(row, j, 0));
-      unmirror_awaiting_flush_[s.value].push_back({m.device, m.lba, geometry_.chunk_blocks});
+      unmirror_awaiting_flush_[s.value].push_back({flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
     }
   }
   seg.rows_to_unmirror.clear();
@@ -754,6 +838,7 @@ Status ElasticArray::SealLocked(SegmentId s) {
   // has made the blocks durable, and is durable after the one following it. Until it is
   // written, checkpoints record the entry as it was.
   seals_awaiting_flush_[s.value] = seg.entry;
+  seal_epochs_[s.value] = flush_epoch_;
   seg.entry.sealed = true;
   seg.entry.frontier = seg.frontier;
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
@@ -782,8 +867,9 @@ Status ElasticArray::Free(SegmentId s) {
   ++seg.incarnation;
   ERAID_RETURN_IF_ERROR(JournalLocked(s.value, Durable::kAtNextFlush));
   seals_awaiting_flush_.erase(s.value);
+  seal_epochs_.erase(s.value);
   unmirror_awaiting_flush_.erase(s.value);  // the segment's trims cover these
-  frees_awaiting_flush_.insert(s.value);
+  frees_awaiting_flush_[s.value] = flush_epoch_;
   return Status::Ok();
 }
 

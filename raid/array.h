@@ -188,6 +188,14 @@ class ElasticArray {
   Status RecoverLocked();
   Status RecoverSegmentLocked(uint32_t s);
   Status FlushLocked();
+  // What every flush does first, under the lock: closes open batches, mirrors partial
+  // rows into slot-2, and queues the slot-2 trims of rows whose parity now exists.
+  Status PrepareFlushLocked();
+  // What a Flush() whose device flush began at `epoch` completes, under the lock again.
+  struct FlushSnapshot {
+    uint64_t epoch = 0, pending_checkpoint = 0, journal_seq = 0;
+  };
+  void FinishFlushLocked(const FlushSnapshot& snap);
   // Writes the open batch's summary into the row buffer.
   Status CloseBatchLocked(uint32_t index);
   // How a verified read treats a bad copy: rewrite it in place (kRepair), leave it
@@ -219,12 +227,17 @@ class ElasticArray {
   uint64_t pending_checkpoint_seq_ = 0;  // a checkpoint written, durable at the next flush; 0: none
   uint32_t checkpoint_slot_ = 0;
   // Work that waits for the next flush of every device (FlushDevicesLocked).
-  std::set<uint32_t> frees_awaiting_flush_;    // freed; trimmed once FREE is durable
+  // Each item carries the flush epoch it was queued in: Flush() runs the device flush
+  // without the lock, and completes only what was queued before it began (epoch <= the
+  // one it took); FlushDevicesLocked completes everything.
+  std::map<uint32_t, uint64_t> frees_awaiting_flush_;  // freed; trimmed once FREE is durable
   // Sealed, journalled once the blocks are durable; with the entry last journalled.
   std::map<uint32_t, raid_format::SegmentEntry> seals_awaiting_flush_;
-  // Per sealed RAID5 segment: slot-2 copies of rows flushed part-full, whose parity is
-  // written (a conversion first flushes them away: it may write slot-2 itself).
-  std::map<uint32_t, std::vector<DeviceTrim>> unmirror_awaiting_flush_;
+  std::map<uint32_t, uint64_t> seal_epochs_;  // the same segments' epochs
+  // Per RAID5 segment: slot-2 copies of rows flushed part-full, whose parity is written
+  // (a conversion first flushes them away: it may write slot-2 itself).
+  std::map<uint32_t, std::vector<std::pair<uint64_t, DeviceTrim>>> unmirror_awaiting_flush_;
+  uint64_t flush_epoch_ = 1;
   // Row buffers of sealed segments, for the next segments to open: a row is 192 KiB by
   // default, which malloc maps fresh and the kernel zeroes page by page (a page fault
   // each) every time a segment opened, 1.8% of a served array's CPU under random writes.
