@@ -101,6 +101,14 @@ CompressedDrive::~CompressedDrive() {
     cache_work_cv_.notify_all();
     cache_worker_.join();  // the worker empties the queue first
   }
+  if (flusher_.joinable()) {
+    {
+      std::lock_guard lock(cache_mu_);
+      flusher_stop_ = true;
+    }
+    flusher_cv_.notify_all();
+    flusher_.join();  // it completes the flushes queued first
+  }
   std::lock_guard lock(mu_);
   (void)ReapLocked(/*wait=*/true);  // the flash writes use buffers of ours
 }
@@ -306,17 +314,22 @@ void CompressedDrive::CacheWorker() {
     cache_work_cv_.wait(lock, [&] { return cache_stop_ || !cache_queue_.empty(); });
     if (cache_queue_.empty()) return;  // stopping, and nothing is left
     if (cache_queue_.front().flush) {
-      IoCallback done = std::move(cache_queue_.front().flush);
+      // The pages of every write before the flush go to flash here; the flash flush that
+      // makes them durable (an fdatasync: milliseconds) is the flusher thread's, so the
+      // writes queued behind this flush are stored meanwhile and the cache does not fill
+      // up behind it (writers above would wait for room, holding their locks).
+      PendingFlush f{0, std::move(cache_queue_.front().flush), cache_error_};
       cache_queue_.pop_front();
-      Status s = cache_error_;
       lock.unlock();
-      if (s.ok()) {
-        s = FlushOutsideLock();
+      if (f.status.ok()) {
+        std::lock_guard l(mu_);
+        f.status = WriteOpenPagesLocked(&f.upto);
+        if (f.status.ok()) f.status = ReapLocked(/*wait=*/true);
       }
-      completions_.Push(std::move(done), std::move(s));
       lock.lock();
-      --async_flushes_;
-      cache_done_cv_.notify_all();
+      flush_queue_.push_back(std::move(f));
+      if (!flusher_.joinable()) flusher_ = std::thread([this] { Flusher(); });
+      flusher_cv_.notify_one();
       continue;
     }
     // The writes up to the next flush, 64 at most, stored outside cache_mu_.
@@ -586,6 +599,33 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
   streams_[stream].last_use = ++use_clock_;
   ranges_[lba.value] = {end, stream};
   return Status::Ok();
+}
+
+void CompressedDrive::Flusher() {
+  std::unique_lock lock(cache_mu_);
+  for (;;) {
+    flusher_cv_.wait(lock, [&] { return flusher_stop_ || !flush_queue_.empty(); });
+    if (flush_queue_.empty()) return;  // stopping, and nothing is left
+    // Every flush queued by now: one flash flush covers them all.
+    std::deque<PendingFlush> batch = std::exchange(flush_queue_, {});
+    lock.unlock();
+    uint64_t upto = 0;
+    bool any = false;
+    for (const PendingFlush& f : batch) {
+      if (!f.status.ok()) continue;
+      upto = std::max(upto, f.upto);
+      any = true;
+    }
+    Status flushed = any ? flash_.Flush() : Status::Ok();
+    if (any && flushed.ok()) {
+      std::lock_guard l(mu_);
+      durable_seq_ = std::max(durable_seq_, upto);
+    }
+    for (PendingFlush& f : batch) completions_.Push(std::move(f.done), f.status.ok() ? flushed : f.status);
+    lock.lock();
+    async_flushes_ -= batch.size();
+    cache_done_cv_.notify_all();
+  }
 }
 
 Status CompressedDrive::Close() {

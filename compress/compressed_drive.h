@@ -70,8 +70,8 @@ struct DriveOptions {
   // cache, and a background thread (one per drive) compresses and stores it; reads see
   // cached data; flush, trim, FlashAlloc and Close wait until the cache is empty. Space is
   // reserved at the worst case (uncompressed) while a block is cached, so NoSpace is still
-  // returned by the write that would not fit. Flushes queue behind the writes and complete
-  // from the same thread. A background failure is reported by every later flush.
+  // returned by the write that would not fit. Flushes queue behind the writes; their flash
+  // flushes run on a thread of their own. A background failure is reported by every later flush.
   // Unflushed writes may be lost on a crash, exactly as without the cache.
   uint32_t write_cache_blocks = 0;
   // Shared with the other drives of an array (codec.h): a block whose bytes another drive
@@ -180,6 +180,7 @@ class CompressedDrive final : public Backend {
   // The same, only if a cached write falls in [lba, lba + count_blocks).
   Status DrainCacheOf(Lba lba, uint64_t count_blocks);
   void CacheWorker();
+  void Flusher();
   Status DoTrim(Lba lba, uint64_t count_blocks);
 
   // FlushLocked, holding mu_ only while the pages are written, not during the backend's
@@ -290,6 +291,18 @@ class CompressedDrive final : public Backend {
   Status cache_error_;
   bool cache_stop_ = false;
   std::thread cache_worker_;
+  // Host flushes whose pages the cache worker has written: the flusher thread flushes
+  // the flash for them (one flash flush for all queued) and completes them, while the
+  // worker goes on storing the writes queued behind them. Under cache_mu_.
+  struct PendingFlush {
+    uint64_t upto = 0;  // every record with seq <= upto is durable after the flash flush
+    IoCallback done;
+    Status status;      // not ok: completed with it, without flushing
+  };
+  std::deque<PendingFlush> flush_queue_;
+  std::condition_variable flusher_cv_;
+  bool flusher_stop_ = false;
+  std::thread flusher_;
 };
 
 }  // namespace eraid
