@@ -208,6 +208,16 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status LogEngine::Flush() { return FreeCollected(); }
 
+Status LogEngine::FreeTaken(const std::vector<uint64_t>& handles) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    if (Status s = store_.Free(handles[i]); !s.ok()) {
+      unfreed_.insert(unfreed_.end(), handles.begin() + static_cast<long>(i), handles.end());
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
 Status LogEngine::FreeCollected() {
   ERAID_RETURN_IF_ERROR(store_.Flush().WithContext(unfreed_.empty() ? "flush" : "gc flush"));
   for (size_t i = 0; i < unfreed_.size(); ++i) {
@@ -339,7 +349,7 @@ Status LogEngine::CollectGarbage(double min_gp) {
     }
   }
   for (size_t v = 0; v < k; ++v) RetireVictim(gc_candidates_[v].index);
-  return unfreed_.size() >= options_.frees_per_flush ? FreeCollected() : Status::Ok();
+  return !options_.defer_frees && free_due() ? FreeCollected() : Status::Ok();
 }
 
 Status LogEngine::CollectStep(uint64_t max_blocks, bool* progress) {
@@ -364,7 +374,7 @@ Status LogEngine::CollectStep(uint64_t max_blocks, bool* progress) {
   if (gc_slot_ < slots) return Status::Ok();
   gc_victim_ = kNoSegment;
   RetireVictim(index);
-  return unfreed_.size() >= options_.frees_per_flush ? FreeCollected() : Status::Ok();
+  return !options_.defer_frees && free_due() ? FreeCollected() : Status::Ok();
 }
 
 void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<RecoveredBlock> blocks) {

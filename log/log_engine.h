@@ -30,6 +30,7 @@
 #include <optional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -72,6 +73,11 @@ struct EngineOptions {
   // collected at once. 0: whole victims always.
   uint32_t gc_step_blocks = 0;
   uint32_t gc_urgent_free_segments = 0;
+  // Collected victims are not freed by a flush of the engine's own when frees_per_flush
+  // of them wait: the caller flushes the store without holding up writers (TakeUnfreed,
+  // FreeTaken) once free_due() says so. A store out of segments still gets them back at
+  // once (a flush, then their frees), and so does space pressure.
+  bool defer_frees = false;
 };
 
 struct EngineStats {
@@ -95,6 +101,12 @@ class LogEngine {
   // REQUIRES: a store with data. Unwritten or trimmed blocks read as zeros.
   Status Read(uint64_t lba, std::span<std::byte> out);
   Status Flush();
+  // For defer_frees: the collected victims waiting for a flush, handed over; after a store
+  // flush that began after this call, FreeTaken frees them (on error, they wait again).
+  std::vector<uint64_t> TakeUnfreed() { return std::exchange(unfreed_, {}); }
+  Status FreeTaken(const std::vector<uint64_t>& handles);
+  void ReturnTaken(const std::vector<uint64_t>& handles) { unfreed_.insert(unfreed_.end(), handles.begin(), handles.end()); }
+  bool free_due() const { return unfreed_.size() >= options_.frees_per_flush; }
 
   // Recovery: hands the engine a segment found in the store (sealed), with its blocks in
   // position order; then FinishRecovery() maps every LBA to its newest copy (largest user

@@ -62,7 +62,26 @@ Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_pt
   capacity_blocks_ = segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
 }
 
-Volume::~Volume() = default;
+Volume::~Volume() {
+  {
+    std::lock_guard fl(flush_mu_);
+    gc_flusher_stop_ = true;
+  }
+  gc_flush_cv_.notify_all();
+  if (gc_flusher_.joinable()) gc_flusher_.join();
+}
+
+void Volume::GcFlusher() {
+  std::unique_lock fl(flush_mu_);
+  for (;;) {
+    gc_flush_cv_.wait(fl, [&] { return gc_flusher_stop_ || gc_flush_wanted_; });
+    if (gc_flusher_stop_) return;
+    gc_flush_wanted_ = false;
+    fl.unlock();
+    (void)Flush();  // its outcome is the next flush's to report (flush_status_)
+    fl.lock();
+  }
+}
 
 EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
   EngineOptions eo;
@@ -79,8 +98,10 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
     eo.gc_free_segments = placement_->classes() + reserve;
     eo.frees_per_flush = options_.gc_frees_per_flush ? options_.gc_frees_per_flush : std::max<uint32_t>(1, reserve / 2);
     eo.gc_step_blocks = options_.gc_step_blocks;
+    eo.defer_frees = true;  // Flush() frees them, with the device flush outside the lock
     eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
     eo.gc_step_blocks = options_.gc_step_blocks;
+    eo.defer_frees = true;  // Flush() frees them, with the device flush outside the lock
     eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
     ArrayStore* store = store_.get();
     eo.space_pressure = [store] { return store->SpacePressure(); };
@@ -159,14 +180,26 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   if (options_.before_write) {
     for (uint64_t i = 0; i < blocks; ++i) options_.before_write(data.subspan(BlocksToBytes(i), kBlockSize));
   }
-  std::lock_guard lock(mu_);
-  const auto ts = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());
-  // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
-  for (uint64_t done = 0; done < blocks;) {
-    const auto n = static_cast<uint32_t>(std::min<uint64_t>(256, blocks - done));
-    ERAID_RETURN_IF_ERROR(engine_->Write(lba + done, n, ts, data.subspan(BlocksToBytes(done), BlocksToBytes(n))));
-    done += n;
+  bool free_due = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto ts = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());
+    // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
+    for (uint64_t done = 0; done < blocks;) {
+      const auto n = static_cast<uint32_t>(std::min<uint64_t>(256, blocks - done));
+      ERAID_RETURN_IF_ERROR(engine_->Write(lba + done, n, ts, data.subspan(BlocksToBytes(done), BlocksToBytes(n))));
+      done += n;
+    }
+    free_due = engine_->free_due();
+  }
+  // GC's victims wait for a flush that makes their copies durable: the volume's flusher
+  // thread runs one, outside the lock, so no writer waits for it.
+  if (free_due) {
+    std::lock_guard fl(flush_mu_);
+    gc_flush_wanted_ = true;
+    if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
+    gc_flush_cv_.notify_one();
   }
   return Status::Ok();
 }
@@ -207,10 +240,23 @@ Status Volume::Flush() {
     flush_running_ = true;
     const uint64_t covers = flush_requested_;
     fl.unlock();
-    Status s;
+    // The victims GC collected so far: their copies are in the array, so the array flush
+    // below makes them durable, and the victims can go after it. The flush itself runs
+    // without the volume's lock (and the array's: ElasticArray::Flush), so writers and
+    // readers go on beside it.
+    std::vector<uint64_t> victims;
     {
       std::lock_guard lock(mu_);
-      s = engine_->Flush();
+      victims = engine_->TakeUnfreed();
+    }
+    Status s = array_.Flush();
+    {
+      std::lock_guard lock(mu_);
+      if (s.ok()) {
+        s = engine_->FreeTaken(victims);
+      } else {
+        engine_->ReturnTaken(victims);  // not durable: they wait for the next flush
+      }
     }
     fl.lock();
     flush_running_ = false;

@@ -24,6 +24,7 @@
 #include <span>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -146,6 +147,12 @@ class Volume {
   uint64_t flush_rounds_ = 0;
   bool flush_running_ = false;
   Status flush_status_;           // the last round's outcome
+  // GC's victims are freed by a flush round this thread runs when a writer finds enough
+  // of them waiting (started at the first; under flush_mu_).
+  void GcFlusher();
+  std::thread gc_flusher_;
+  std::condition_variable gc_flush_cv_;
+  bool gc_flush_wanted_ = false, gc_flusher_stop_ = false;
 };
 
 }  // namespace eraid
