@@ -85,7 +85,7 @@ awk -F, -v title="4 KiB random writes on a full volume (QD 16, Zipf 1.1): IOPS p
     printf "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%d\" y=\"18\">%s</text>\n", L, title
     for (k = 0; k <= 4; k++) {
       v = top * k / 4; yy = H - B - (H - B - T) * k / 4
-      printf "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dk</text>\n", L, yy, W - R, yy, L - 6, yy + 4, v / 1000
+      printf "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%gk</text>\n", L, yy, W - R, yy, L - 6, yy + 4, v / 1000
     }
     for (k = 0; k <= 6; k++) {
       s = t * k / 6; xx = L + (W - L - R) * k / 6
