@@ -208,20 +208,22 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status LogEngine::Flush() { return FreeCollected(); }
 
-Status LogEngine::FreeTaken(const std::vector<uint64_t>& handles) {
-  for (size_t i = 0; i < handles.size(); ++i) {
-    if (Status s = store_.Free(handles[i]); !s.ok()) {
-      unfreed_.insert(unfreed_.end(), handles.begin() + static_cast<long>(i), handles.end());
+Status LogEngine::FreeUpTo(uint64_t mark) {
+  size_t n = 0;
+  for (; n < unfreed_.size() && unfreed_[n].seq <= mark; ++n) {
+    if (Status s = store_.Free(unfreed_[n].handle); !s.ok()) {
+      unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(n));
       return s;
     }
   }
+  unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(n));
   return Status::Ok();
 }
 
 Status LogEngine::FreeCollected() {
   ERAID_RETURN_IF_ERROR(store_.Flush().WithContext(unfreed_.empty() ? "flush" : "gc flush"));
   for (size_t i = 0; i < unfreed_.size(); ++i) {
-    if (Status s = store_.Free(unfreed_[i]); !s.ok()) {
+    if (Status s = store_.Free(unfreed_[i].handle); !s.ok()) {
       unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(i));
       return s;
     }
@@ -325,7 +327,7 @@ void LogEngine::RetireVictim(uint32_t index) {
   // The copies must be durable before the victim's originals go, and they are only after
   // a flush: the victim waits for one (no LBA maps into it any more).
   Segment& victim = *segments_[index];
-  unfreed_.push_back(victim.handle);
+  unfreed_.push_back({victim.handle, next_unfreed_seq_++});
   n_blocks_ -= victim.slots.size();
   n_invalid_sealed_ -= victim.n_invalid;
   segments_[index].reset();

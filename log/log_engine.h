@@ -101,11 +101,12 @@ class LogEngine {
   // REQUIRES: a store with data. Unwritten or trimmed blocks read as zeros.
   Status Read(uint64_t lba, std::span<std::byte> out);
   Status Flush();
-  // For defer_frees: the collected victims waiting for a flush, handed over; after a store
-  // flush that began after this call, FreeTaken frees them (on error, they wait again).
-  std::vector<uint64_t> TakeUnfreed() { return std::exchange(unfreed_, {}); }
-  Status FreeTaken(const std::vector<uint64_t>& handles);
-  void ReturnTaken(const std::vector<uint64_t>& handles) { unfreed_.insert(unfreed_.end(), handles.begin(), handles.end()); }
+  // For defer_frees: a mark for the victims collected so far (their copies are in the
+  // store); after a store flush that began after taking it, FreeUpTo frees those still
+  // waiting. Victims stay queued meanwhile, so a store out of segments can still get them
+  // back at once (OpenSegment flushes and frees them itself; FreeUpTo then skips them).
+  uint64_t UnfreedMark() const { return unfreed_.empty() ? 0 : unfreed_.back().seq; }
+  Status FreeUpTo(uint64_t mark);
   bool free_due() const { return unfreed_.size() >= options_.frees_per_flush; }
 
   // Recovery: hands the engine a segment found in the store (sealed), with its blocks in
@@ -191,7 +192,12 @@ class LogEngine {
   uint32_t gc_slot_ = 0;
   // Store handles of collected victims: no LBA maps into them, but until a flush makes
   // their copies durable a crash would need them.
-  std::vector<uint64_t> unfreed_;
+  struct Unfreed {
+    uint64_t handle;
+    uint64_t seq;  // collection order (UnfreedMark)
+  };
+  std::vector<Unfreed> unfreed_;
+  uint64_t next_unfreed_seq_ = 1;
   EngineStats stats_;
 };
 

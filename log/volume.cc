@@ -240,23 +240,19 @@ Status Volume::Flush() {
     flush_running_ = true;
     const uint64_t covers = flush_requested_;
     fl.unlock();
-    // The victims GC collected so far: their copies are in the array, so the array flush
-    // below makes them durable, and the victims can go after it. The flush itself runs
-    // without the volume's lock (and the array's: ElasticArray::Flush), so writers and
-    // readers go on beside it.
-    std::vector<uint64_t> victims;
+    // The victims GC collected so far (a mark): their copies are in the array, so the
+    // array flush below makes them durable, and the victims can go after it. The flush
+    // itself runs without the volume's lock (and the array's: ElasticArray::Flush), so
+    // writers and readers go on beside it.
+    uint64_t victims = 0;
     {
       std::lock_guard lock(mu_);
-      victims = engine_->TakeUnfreed();
+      victims = engine_->UnfreedMark();
     }
     Status s = array_.Flush();
-    {
+    if (s.ok()) {
       std::lock_guard lock(mu_);
-      if (s.ok()) {
-        s = engine_->FreeTaken(victims);
-      } else {
-        engine_->ReturnTaken(victims);  // not durable: they wait for the next flush
-      }
+      s = engine_->FreeUpTo(victims);
     }
     fl.lock();
     flush_running_ = false;

@@ -205,5 +205,48 @@ TEST(EngineTest, GcInStepsBoundsTheCopiesPerRequest) {
   EXPECT_LT(wa_steps, wa_whole * 1.1);
 }
 
+// defer_frees (the live volume): the caller frees GC's victims after a flush of its own
+// that began after it took a mark (FreeUpTo). The victims stay queued meanwhile, so a
+// store that runs out of segments before the caller's flush is done gets them back at
+// once — the engine flushes and frees them itself — and no write fails; the caller's
+// FreeUpTo then skips them. (Handing them to the caller instead made such writes fail
+// with NoSpace.)
+TEST(EngineTest, DeferredFreesStayAvailableWhileTheCallerFlushes) {
+  auto p = std::move(MakePlacement("sepbit")).value();
+  RecordingStore store(32, 40);
+  EngineOptions o;
+  o.segment_blocks = 32;
+  o.total_segments = 40;
+  o.gc_free_segments = p->classes() + 2;
+  o.gc_urgent_free_segments = p->classes() + 1;
+  o.gc_step_blocks = 4;
+  o.frees_per_flush = 2;
+  o.defer_frees = true;
+  LogEngine engine(o, *p, store);
+  std::mt19937_64 rng(11);
+  uint64_t mark = 0, rounds = 0;
+  int round_started = 0;
+  for (int i = 0; i < 30000; ++i) {
+    ASSERT_TRUE(engine.Write(rng() % 10 < 8 ? rng() % 100 : rng() % 500, 1, uint64_t(i) * 5).ok()) << i;
+    if (mark == 0 && engine.free_due()) {
+      mark = engine.UnfreedMark();  // a flush round begins
+      round_started = i;
+    } else if (mark != 0 && i - round_started >= 200) {  // it ends: its flush, then its frees
+      ASSERT_TRUE(store.Flush().ok());
+      ASSERT_TRUE(engine.FreeUpTo(mark).ok());
+      mark = 0;
+      ++rounds;
+    }
+  }
+  ASSERT_TRUE(engine.CheckInvariants().ok());
+  std::printf("%llu rounds, %llu flushes, %llu collected, %llu freed\n", (unsigned long long)rounds,
+              (unsigned long long)store.flushes, (unsigned long long)engine.stats().segments_collected,
+              (unsigned long long)store.frees);
+  EXPECT_GT(rounds, 10u);
+  EXPECT_GT(store.flushes, rounds) << "the store ran out during a round, and the engine freed the victims itself";
+  ASSERT_TRUE(engine.Flush().ok());
+  EXPECT_EQ(store.frees, engine.stats().segments_collected) << "every victim freed once";
+}
+
 }  // namespace
 }  // namespace eraid
