@@ -11,7 +11,9 @@
 // carries its LBA, last user-write time and class); the newest copy of each LBA wins.
 //
 // Thread-safety: all methods may be called concurrently. Reads share the volume's lock
-// (the log engine's Read only looks up its map); everything else holds it exclusively.
+// (the log engine's Read only looks up its map); everything else holds it exclusively,
+// except a flush round's array flush, which runs without it. A flusher thread (started
+// when GC first needs it) runs the rounds that free GC's victims.
 #pragma once
 
 #include <condition_variable>

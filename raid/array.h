@@ -23,8 +23,9 @@
 //     the array runs degraded. Replace() rebuilds a new device online, segment by segment.
 //
 // Thread-safety: all public methods may be called from any thread; they serialise on one
-// array lock, except that reads of healthy blocks share it (segment-granular locking is
-// future work, see docs/raid.md).
+// array lock, except that reads of healthy blocks and a conversion's copying share it, and
+// Flush() holds it only before and after its device flush (docs/raid.md; segment-granular
+// locking is future work).
 #pragma once
 
 #include <functional>
