@@ -13,8 +13,15 @@ constexpr uint32_t kSlotBits = 24;
 constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
 inline uint64_t Pack(uint32_t index, uint32_t slot) { return (uint64_t{index} + 1) << kSlotBits | slot; }
 constexpr uint32_t kGcPrefetch = 8;  // slots ahead (see CollectGarbage)
-inline uint32_t IndexOf(uint64_t e) { return static_cast<uint32_t>((e >> kSlotBits) - 1); }
+// A map entry with this bit set: the LBA is trimmed, by the trim record in that slot.
+constexpr uint64_t kTrimmed = 1ull << 63;
+inline uint32_t IndexOf(uint64_t e) { return static_cast<uint32_t>(((e & ~kTrimmed) >> kSlotBits) - 1); }
 inline uint32_t SlotOf(uint64_t e) { return static_cast<uint32_t>(e & kSlotMask); }
+inline bool IsData(uint64_t e) { return e != 0 && (e & kTrimmed) == 0; }
+const std::vector<std::byte>& ZeroBlock() {
+  static const std::vector<std::byte> zeros(kBlockSize);
+  return zeros;
+}
 }  // namespace
 
 Result<Selection> ParseSelection(const std::string& s) {
@@ -121,6 +128,10 @@ Status LogEngine::SealSegment(uint32_t cls) {
 
 void LogEngine::Invalidate(uint64_t lba) {
   if (lba >= map_.size() || map_[lba] == 0) return;
+  if (map_[lba] & kTrimmed) {
+    Untrim(lba);
+    return;
+  }
   Segment& seg = *segments_[IndexOf(map_[lba])];
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
@@ -129,20 +140,37 @@ void LogEngine::Invalidate(uint64_t lba) {
   --stats_.valid_blocks;
 }
 
-Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
+void LogEngine::Grow(uint64_t end) {
+  if (end <= map_.size()) return;
+  map_.resize(std::max<uint64_t>(end, map_.size() * 3 / 2 + 4096), 0);
+  if (has_data_) copies_.resize(map_.size(), 0);
+}
+
+Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time, std::span<const std::byte> data) {
   if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
-  ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, lba, user_time, data));
+  ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, tag, user_time, data));
   const auto slot = static_cast<uint32_t>(seg.slots.size());
-  seg.slots.push_back({lba, user_time});
+  seg.slots.push_back({tag, user_time});
   if (has_data_) seg.positions.push_back(position);
   seg.modified_us = timestamp_us_;
-  if (lba >= map_.size()) map_.resize(std::max<uint64_t>(lba + 1, map_.size() * 3 / 2 + 4096), 0);
-  map_[lba] = Pack(index, slot);
+  return Pack(index, slot);
+}
+
+Status LogEngine::SealIfFull(uint32_t index) {
+  Segment& seg = *segments_[index];
+  if (!store_.Full(seg.handle, static_cast<uint32_t>(seg.slots.size()))) return Status::Ok();
+  return SealSegment(seg.cls);
+}
+
+Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
+  ERAID_ASSIGN_OR_RETURN(uint64_t entry, AppendSlot(cls, lba, user_time, data));
+  Grow(lba + 1);
+  map_[lba] = entry;
+  if (has_data_) ++copies_[lba];
   ++stats_.valid_blocks;
-  if (store_.Full(seg.handle, static_cast<uint32_t>(seg.slots.size()))) ERAID_RETURN_IF_ERROR(SealSegment(cls));
-  return Status::Ok();
+  return SealIfFull(IndexOf(entry));
 }
 
 Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data) {
@@ -192,13 +220,66 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
   return Status::Ok();
 }
 
-Status LogEngine::Trim(uint64_t lba, uint32_t blocks) {
-  for (uint32_t i = 0; i < blocks; ++i) Invalidate(lba + i);
+Status LogEngine::Trim(uint64_t lba, uint64_t blocks) {
+  if (blocks > kMaxLba || lba > kMaxLba - blocks) return Status::InvalidArgument("trim beyond the largest LBA");
+  stats_.trimmed_blocks += blocks;
+  if (!has_data_) {  // replay: nothing to recover, so nothing to record
+    for (uint64_t i = 0; i < blocks; ++i) Invalidate(lba + i);
+    return Status::Ok();
+  }
+  for (uint64_t done = 0; done < blocks;) {
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(kMaxTrimRecordBlocks, blocks - done));
+    ERAID_RETURN_IF_ERROR(TrimRecord(lba + done, n));
+    done += n;
+  }
   return Status::Ok();
 }
 
+Status LogEngine::TrimRecord(uint64_t lba, uint32_t blocks) {
+  // Only LBAs with a copy in the store need the record: recovery could find nothing else.
+  uint64_t first = UINT64_MAX, last = 0;
+  const uint64_t end = std::min<uint64_t>(lba + blocks, copies_.size());
+  for (uint64_t l = lba; l < end; ++l) {
+    if (copies_[l] == 0) continue;
+    first = std::min(first, l);
+    last = l;
+  }
+  if (first == UINT64_MAX) {  // nothing of the range was ever stored (or it is all gone)
+    for (uint64_t l = lba; l < end; ++l) Invalidate(l);
+    return Status::Ok();
+  }
+  // The record first: if it cannot be written, the blocks stay as they were.
+  ++now_;
+  ERAID_ASSIGN_OR_RETURN(uint64_t entry, AppendSlot(TrimClass(), TrimTag(first, last - first + 1), now_, ZeroBlock()));
+  ++n_blocks_;
+  ++stats_.trim_records;
+  uint32_t refs = 0;
+  for (uint64_t l = lba; l < end; ++l) {
+    Invalidate(l);
+    if (copies_[l] == 0) continue;
+    map_[l] = entry | kTrimmed;
+    ++refs;
+  }
+  trim_refs_[entry] = refs;
+  ++stats_.live_trim_records;
+  return SealIfFull(IndexOf(entry));
+}
+
+void LogEngine::Untrim(uint64_t lba) {
+  const uint64_t entry = map_[lba] & ~kTrimmed;
+  map_[lba] = 0;
+  auto it = trim_refs_.find(entry);
+  if (--it->second > 0) return;
+  // No LBA needs the record any more: it is garbage.
+  trim_refs_.erase(it);
+  --stats_.live_trim_records;
+  Segment& seg = *segments_[IndexOf(entry)];
+  ++seg.n_invalid;
+  if (seg.sealed) ++n_invalid_sealed_;
+}
+
 Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
-  if (lba >= map_.size() || map_[lba] == 0) {
+  if (lba >= map_.size() || !IsData(map_[lba])) {
     std::memset(out.data(), 0, out.size());
     return Status::Ok();
   }
@@ -208,10 +289,23 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status LogEngine::Flush() { return FreeCollected(); }
 
+Status LogEngine::FreeVictim(Unfreed& victim) {
+  ERAID_RETURN_IF_ERROR(store_.Free(victim.handle));
+  // Its copies stop counting now, though the free is durable only after the next flush:
+  // a trim record this lets go is dropped by GC and leaves the store with its segment,
+  // whose free comes after a flush that began after this one — so it is never gone while
+  // a copy it hid can still be found (docs/log.md, "Trim").
+  for (uint64_t lba : victim.lbas) {
+    if (--copies_[lba] == 0 && (map_[lba] & kTrimmed)) Untrim(lba);
+  }
+  victim.lbas.clear();
+  return Status::Ok();
+}
+
 Status LogEngine::FreeUpTo(uint64_t mark) {
   size_t n = 0;
   for (; n < unfreed_.size() && unfreed_[n].seq <= mark; ++n) {
-    if (Status s = store_.Free(unfreed_[n].handle); !s.ok()) {
+    if (Status s = FreeVictim(unfreed_[n]); !s.ok()) {
       unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(n));
       return s;
     }
@@ -223,7 +317,7 @@ Status LogEngine::FreeUpTo(uint64_t mark) {
 Status LogEngine::FreeCollected() {
   ERAID_RETURN_IF_ERROR(store_.Flush().WithContext(unfreed_.empty() ? "flush" : "gc flush"));
   for (size_t i = 0; i < unfreed_.size(); ++i) {
-    if (Status s = store_.Free(unfreed_[i].handle); !s.ok()) {
+    if (Status s = FreeVictim(unfreed_[i]); !s.ok()) {
       unfreed_.erase(unfreed_.begin(), unfreed_.begin() + static_cast<long>(i));
       return s;
     }
@@ -233,7 +327,7 @@ Status LogEngine::FreeCollected() {
 }
 
 std::optional<uint64_t> LogEngine::Locate(uint64_t lba) const {
-  if (lba >= map_.size() || map_[lba] == 0) return std::nullopt;
+  if (lba >= map_.size() || !IsData(map_[lba])) return std::nullopt;
   return segments_[IndexOf(map_[lba])]->handle;
 }
 
@@ -241,7 +335,7 @@ void LogEngine::ForEachMapped(uint64_t first, uint64_t count,
                               const std::function<void(uint64_t handle, uint64_t lba)>& fn) const {
   const uint64_t end = std::min<uint64_t>(map_.size(), first + count);
   for (uint64_t lba = first; lba < end; ++lba) {
-    if (map_[lba] != 0) fn(segments_[IndexOf(map_[lba])]->handle, lba);
+    if (IsData(map_[lba])) fn(segments_[IndexOf(map_[lba])]->handle, lba);
   }
 }
 
@@ -302,6 +396,7 @@ Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bo
   }
   *copied = false;
   const Slot s = victim.slots[slot];
+  if (IsTrimTag(s.lba)) return CopyTrimRecord(index, slot, count_invalid, copied);
   if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) return Status::Ok();  // garbage
   std::span<const std::byte> data;
   if (has_data_) {
@@ -323,11 +418,55 @@ Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bo
   return Status::Ok();
 }
 
+Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
+  Segment& victim = *segments_[index];
+  const Slot s = victim.slots[slot];
+  const uint64_t entry = Pack(index, slot);
+  auto it = trim_refs_.find(entry);
+  if (it == trim_refs_.end()) return Status::Ok();  // garbage
+  // The record goes on for the LBAs still trimmed by it that still have a copy in the
+  // store (those with none are simply unmapped); over the range those span.
+  uint64_t first = UINT64_MAX, last = 0;
+  const uint64_t end = TrimFirst(s.lba) + TrimBlocks(s.lba);
+  for (uint64_t l = TrimFirst(s.lba); l < end; ++l) {
+    if (map_[l] != (entry | kTrimmed)) continue;
+    if (copies_[l] == 0) {
+      Untrim(l);  // the last one makes the slot garbage
+      continue;
+    }
+    first = std::min(first, l);
+    last = l;
+  }
+  if (first == UINT64_MAX) return Status::Ok();
+  const uint32_t refs = trim_refs_[entry];
+  ERAID_ASSIGN_OR_RETURN(uint64_t moved, AppendSlot(TrimClass(), TrimTag(first, last - first + 1), s.user_time, ZeroBlock()));
+  for (uint64_t l = first; l <= last; ++l) {
+    if (map_[l] == (entry | kTrimmed)) map_[l] = moved | kTrimmed;
+  }
+  trim_refs_.erase(entry);
+  trim_refs_[moved] = refs;
+  ++n_blocks_;
+  ++stats_.gc_trim_records;
+  if (count_invalid) {
+    ++victim.n_invalid;
+    ++n_invalid_sealed_;
+  }
+  *copied = true;
+  return SealIfFull(IndexOf(moved));
+}
+
 void LogEngine::RetireVictim(uint32_t index) {
   // The copies must be durable before the victim's originals go, and they are only after
   // a flush: the victim waits for one (no LBA maps into it any more).
   Segment& victim = *segments_[index];
-  unfreed_.push_back({victim.handle, next_unfreed_seq_++});
+  std::vector<uint64_t> lbas;
+  if (has_data_) {
+    lbas.reserve(victim.slots.size());
+    for (const Slot& s : victim.slots) {
+      if (!IsTrimTag(s.lba)) lbas.push_back(s.lba);
+    }
+  }
+  unfreed_.push_back({victim.handle, next_unfreed_seq_++, std::move(lbas)});
   n_blocks_ -= victim.slots.size();
   n_invalid_sealed_ -= victim.n_invalid;
   segments_[index].reset();
@@ -402,23 +541,41 @@ void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<Recovere
 }
 
 Status LogEngine::FinishRecovery() {
-  // Newest copy of each LBA wins.
+  // Newest copy of each LBA wins; a trim record counts as a copy of every LBA of its range.
   std::vector<uint64_t> best_time;
+  auto offer = [&](uint64_t lba, uint64_t entry, uint64_t user_time) {
+    if (lba >= map_.size()) Grow(lba + 1);
+    if (best_time.size() < map_.size()) best_time.resize(map_.size(), 0);
+    if (map_[lba] == 0 || user_time > best_time[lba]) {
+      map_[lba] = entry;
+      best_time[lba] = user_time;
+    }
+  };
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed) continue;
     for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
       const Slot& s = seg->slots[slot];
-      if (s.lba >= map_.size()) {
-        map_.resize(s.lba + 1, 0);
-      }
-      if (s.lba >= best_time.size()) best_time.resize(map_.size(), 0);
-      if (map_[s.lba] == 0 || s.user_time > best_time[s.lba]) {
-        map_[s.lba] = Pack(i, slot);
-        best_time[s.lba] = s.user_time;
+      if (IsTrimTag(s.lba)) {
+        const uint64_t first = TrimFirst(s.lba), end = first + TrimBlocks(s.lba);
+        for (uint64_t l = first; l < end; ++l) offer(l, Pack(i, slot) | kTrimmed, s.user_time);
+      } else {
+        offer(s.lba, Pack(i, slot), s.user_time);
+        if (has_data_) ++copies_[s.lba];
       }
     }
   }
+  // A trimmed LBA with no copy left needs no record; the others hold theirs live.
+  trim_refs_.clear();
+  for (uint64_t l = 0; l < map_.size(); ++l) {
+    if (!(map_[l] & kTrimmed)) continue;
+    if (!has_data_ || copies_[l] == 0) {
+      map_[l] = 0;
+    } else {
+      ++trim_refs_[map_[l] & ~kTrimmed];
+    }
+  }
+  stats_.live_trim_records = trim_refs_.size();
   n_blocks_ = n_invalid_sealed_ = 0;
   stats_.valid_blocks = 0;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
@@ -426,30 +583,64 @@ Status LogEngine::FinishRecovery() {
     if (!seg) continue;
     uint32_t live = 0;
     for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
-      live += map_[seg->slots[slot].lba] == Pack(i, slot);
+      const uint64_t lba = seg->slots[slot].lba;
+      if (IsTrimTag(lba)) {
+        live += trim_refs_.count(Pack(i, slot)) != 0;
+      } else if (map_[lba] == Pack(i, slot)) {
+        ++live;
+        ++stats_.valid_blocks;
+      }
     }
     seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
     n_blocks_ += seg->slots.size();
     if (seg->sealed) n_invalid_sealed_ += seg->n_invalid;
-    stats_.valid_blocks += live;
   }
   return CheckInvariants();
 }
 
 int LogEngine::ClassOf(uint64_t lba) const {
-  if (lba >= map_.size() || map_[lba] == 0) return -1;
+  if (lba >= map_.size() || !IsData(map_[lba])) return -1;
   return static_cast<int>(segments_[IndexOf(map_[lba])]->cls);
 }
 
 Status LogEngine::CheckInvariants() const {
   uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
+  std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
+  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+    const uint64_t e = map_[lba];
+    if (e == 0) continue;
+    const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
+    if (!seg || SlotOf(e) >= seg->slots.size()) return Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
+    const uint64_t tag = seg->slots[SlotOf(e)].lba;
+    if (e & kTrimmed) {
+      if (!IsTrimTag(tag) || lba < TrimFirst(tag) || lba >= TrimFirst(tag) + TrimBlocks(tag)) {
+        return Status::Corruption("lba " + std::to_string(lba) + " is trimmed by a slot whose range lacks it");
+      }
+      if (has_data_ && copies_[lba] == 0) {
+        return Status::Corruption("lba " + std::to_string(lba) + " keeps a trim record but has no copy to hide");
+      }
+      ++refs[e & ~kTrimmed];
+    } else if (tag != lba) {
+      return Status::Corruption("lba " + std::to_string(lba) + " maps to a slot holding another block");
+    }
+  }
+  if (refs.size() != trim_refs_.size()) return Status::Corruption("live trim record count mismatch");
+  for (const auto& [entry, n] : refs) {
+    auto it = trim_refs_.find(entry);
+    if (it == trim_refs_.end() || it->second != n) return Status::Corruption("trim record reference count mismatch");
+  }
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg) continue;
     uint32_t live = 0;
     for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
-      uint64_t lba = seg->slots[slot].lba;
-      live += lba < map_.size() && map_[lba] == Pack(i, slot);
+      const uint64_t lba = seg->slots[slot].lba;
+      if (IsTrimTag(lba)) {
+        live += trim_refs_.count(Pack(i, slot)) != 0;
+      } else if (lba < map_.size() && map_[lba] == Pack(i, slot)) {
+        ++live;
+        ++valid;
+      }
     }
     if (seg->n_invalid != seg->slots.size() - live) {
       return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " + std::to_string(seg->n_invalid) +
@@ -457,18 +648,11 @@ Status LogEngine::CheckInvariants() const {
     }
     blocks += seg->slots.size();
     if (seg->sealed) invalid_sealed += seg->n_invalid;
-    valid += live;
-  }
-  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
-    if (map_[lba] == 0) continue;
-    const Segment* seg = segments_[IndexOf(map_[lba])].get();
-    if (!seg || SlotOf(map_[lba]) >= seg->slots.size() || seg->slots[SlotOf(map_[lba])].lba != lba) {
-      return Status::Corruption("lba " + std::to_string(lba) + " maps to a slot holding another block");
-    }
   }
   if (blocks != n_blocks_) return Status::Corruption("n_blocks " + std::to_string(n_blocks_) + " != " + std::to_string(blocks));
   if (invalid_sealed != n_invalid_sealed_) return Status::Corruption("n_invalid_sealed mismatch");
   if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
+  if (trim_refs_.size() != stats_.live_trim_records) return Status::Corruption("live trim record stat mismatch");
   return Status::Ok();
 }
 

@@ -15,9 +15,16 @@
 //     store flush has made the copies durable: after every `frees_per_flush` victims one
 //     flush frees them all (and any flush the caller asks for frees those waiting).
 //   - WA = (user-written + GC-rewritten blocks) / user-written blocks.
+//   - Trims. On a store without data (replay) a trim only invalidates. On a store with
+//     data a trim is recorded in the log so recovery cannot bring back the blocks it
+//     unmapped: one *trim record* per range (a zero block whose tag LBA is TrimTag()),
+//     written only if some copy of the range's LBAs is still in the store, and kept
+//     (rewritten by GC like a valid block) only while one is: every copy of an LBA in a
+//     store is counted until its segment is freed (docs/log.md, "Trim").
 //
 // Invariants:
-//   1. Every LBA maps to at most one slot, and that slot's LBA is it (valid <=> mapped).
+//   1. Every LBA maps to at most one slot, and that slot's LBA is it (valid <=> mapped),
+//      or, trimmed, to the trim record whose range holds it.
 //   2. n_invalid of a segment == its slots minus the slots the map points to.
 //   3. n_blocks == sum of blocks of live segments; n_invalid_sealed == sum of n_invalid
 //      over sealed segments.
@@ -30,6 +37,7 @@
 #include <optional>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -82,6 +90,9 @@ struct EngineOptions {
 
 struct EngineStats {
   uint64_t user_blocks = 0, gc_blocks = 0, gc_operations = 0, segments_collected = 0;
+  // Blocks users trimmed; trim records written for them, and rewritten by GC (neither
+  // counts in WA: a record is a zero block that costs a compressing drive nothing).
+  uint64_t trimmed_blocks = 0, trim_records = 0, gc_trim_records = 0, live_trim_records = 0;
   uint64_t live_segments = 0, valid_blocks = 0;
   std::vector<uint64_t> user_per_class, gc_per_class;
   std::vector<float> victim_gps;  // GP of every collected segment, if kept
@@ -97,7 +108,17 @@ class LogEngine {
   // One user write request of `blocks` blocks at `lba` (data: blocks*4 KiB, or empty for
   // a store without data). Runs GC afterwards if the GP calls for it.
   Status Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data = {});
-  Status Trim(uint64_t lba, uint32_t blocks);
+  // Unmaps the blocks: they read as zeros and their copies become garbage.
+  Status Trim(uint64_t lba, uint64_t blocks);
+  // A trim record's tag LBA: bit 63 set, blocks - 1 in bits 40..62, the first LBA below.
+  static constexpr uint64_t kTrimTag = 1ull << 63;
+  static constexpr uint32_t kTrimCountShift = 40;
+  static constexpr uint64_t kMaxLba = (1ull << kTrimCountShift) - 1;
+  static constexpr uint32_t kMaxTrimRecordBlocks = 1u << 16;
+  static uint64_t TrimTag(uint64_t lba, uint64_t blocks) { return kTrimTag | (blocks - 1) << kTrimCountShift | lba; }
+  static bool IsTrimTag(uint64_t tag) { return (tag & kTrimTag) != 0; }
+  static uint64_t TrimFirst(uint64_t tag) { return tag & kMaxLba; }
+  static uint64_t TrimBlocks(uint64_t tag) { return ((tag & ~kTrimTag) >> kTrimCountShift) + 1; }
   // REQUIRES: a store with data. Unwritten or trimmed blocks read as zeros.
   Status Read(uint64_t lba, std::span<std::byte> out);
   Status Flush();
@@ -125,7 +146,8 @@ class LogEngine {
   void ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const;
   // The store handle of the segment holding an LBA's current copy.
   std::optional<uint64_t> Locate(uint64_t lba) const;
-  // Calls fn(handle, lba) for every mapped LBA in [first, first + count), in LBA order.
+  // Calls fn(handle, lba) for every mapped (written, not trimmed) LBA in
+  // [first, first + count), in LBA order.
   void ForEachMapped(uint64_t first, uint64_t count, const std::function<void(uint64_t handle, uint64_t lba)>& fn) const;
   uint64_t now() const { return now_; }
   // For tests: the class of the segment holding `lba`, or -1.
@@ -141,6 +163,18 @@ class LogEngine {
   };
 
   Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data);
+  // Appends a slot (a block, or a trim record's zero block) to the class's open segment;
+  // returns its map entry. The caller maps it, then calls SealIfFull.
+  Result<uint64_t> AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time, std::span<const std::byte> data);
+  Status SealIfFull(uint32_t index);
+  // Writes a trim record for the LBAs of [lba, lba + blocks) that still have a copy in the
+  // store and unmaps them all. blocks <= kMaxTrimRecordBlocks.
+  Status TrimRecord(uint64_t lba, uint32_t blocks);
+  // The class trim records go to: the last (for SepBIT, the coldest GC class).
+  uint32_t TrimClass() const { return static_cast<uint32_t>(open_.size() - 1); }
+  // A trimmed LBA whose trim record is no longer needed goes back to unmapped.
+  void Untrim(uint64_t lba);
+  void Grow(uint64_t end);
   Status OpenSegment(uint32_t cls);
   Status SealSegment(uint32_t cls);
   double Reclaimable(const Segment& seg) const;
@@ -153,6 +187,8 @@ class LogEngine {
   // Rewrites the victim's slot through placement if it is still valid (*copied).
   // count_invalid: the victim stays live after the copy, so the slot counts as garbage.
   Status CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied);
+  // CopySlot's part for a trim record: rewritten only for the LBAs that still need it.
+  Status CopyTrimRecord(uint32_t index, uint32_t slot, bool count_invalid, bool* copied);
   // Takes a fully copied victim out of the log; it is freed at the next FreeCollected.
   void RetireVictim(uint32_t index);
   // Free-space mode: copies up to max_blocks valid blocks of the victim being collected
@@ -172,7 +208,11 @@ class LogEngine {
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
   std::vector<uint32_t> open_;                      // class -> segment index (kNoSegment: none now)
-  std::vector<uint64_t> map_;                       // lba -> (index + 1) << 24 | slot; 0 unmapped
+  std::vector<uint64_t> map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
+  // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
+  // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
+  std::vector<uint32_t> copies_;
+  std::unordered_map<uint64_t, uint32_t> trim_refs_;
   uint64_t now_ = 0, timestamp_us_ = 0;
   uint64_t n_blocks_ = 0, n_invalid_sealed_ = 0;
   uint64_t next_id_ = 0;
@@ -194,9 +234,11 @@ class LogEngine {
   // their copies durable a crash would need them.
   struct Unfreed {
     uint64_t handle;
-    uint64_t seq;  // collection order (UnfreedMark)
+    uint64_t seq;                // collection order (UnfreedMark)
+    std::vector<uint64_t> lbas;  // its data blocks' (stores with data)
   };
   std::vector<Unfreed> unfreed_;
+  Status FreeVictim(Unfreed& victim);
   uint64_t next_unfreed_seq_ = 1;
   EngineStats stats_;
 };

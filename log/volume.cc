@@ -100,9 +100,6 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
     eo.gc_step_blocks = options_.gc_step_blocks;
     eo.defer_frees = true;  // Flush() frees them, with the device flush outside the lock
     eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
-    eo.gc_step_blocks = options_.gc_step_blocks;
-    eo.defer_frees = true;  // Flush() frees them, with the device flush outside the lock
-    eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
     ArrayStore* store = store_.get();
     eo.space_pressure = [store] { return store->SpacePressure(); };
   }
@@ -217,10 +214,13 @@ Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status Volume::Trim(uint64_t lba, uint64_t blocks) {
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
-  static const std::vector<std::byte> zeros(BlocksToBytes(256));
+  // An unmap: one trim record per range of up to 64 Ki blocks (docs/log.md, "Trim"). The
+  // lock is let go between pieces, so a device-sized discard does not stall writers.
+  constexpr uint64_t kPiece = LogEngine::kMaxTrimRecordBlocks;
   for (uint64_t done = 0; done < blocks;) {
-    const uint64_t n = std::min<uint64_t>(256, blocks - done);
-    ERAID_RETURN_IF_ERROR(Write(lba + done, std::span(zeros).first(BlocksToBytes(n))));
+    const uint64_t n = std::min(kPiece, blocks - done);
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(engine_->Trim(lba + done, n));
     done += n;
   }
   return Status::Ok();
@@ -280,6 +280,29 @@ std::optional<SegmentId> Volume::Locate(uint64_t lba) const {
   auto handle = engine_->Locate(lba);
   if (!handle) return std::nullopt;
   return SegmentId(static_cast<uint32_t>(*handle));
+}
+
+std::vector<Volume::Run> Volume::Allocation(uint64_t lba, uint64_t blocks) const {
+  std::vector<Run> runs;
+  uint64_t at = lba;  // first LBA not yet in a run
+  auto add = [&](uint64_t n, bool written) {
+    if (n == 0) return;
+    if (!runs.empty() && runs.back().written == written) {
+      runs.back().blocks += n;
+    } else {
+      runs.push_back({n, written});
+    }
+  };
+  {
+    std::shared_lock lock(mu_);
+    engine_->ForEachMapped(lba, blocks, [&](uint64_t, uint64_t l) {
+      add(l - at, false);
+      add(1, true);
+      at = l + 1;
+    });
+  }
+  add(lba + blocks - at, false);
+  return runs;
 }
 
 std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t bins) const {

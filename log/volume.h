@@ -3,9 +3,10 @@
 // eraid-sim runs on traces.
 //
 // Durability: Flush() makes every acknowledged write durable (the array's flush; a
-// partial RAID5 row is mirrored, see docs/raid.md). Trim writes zero blocks: on drives
-// with transparent compression they cost (almost) no flash, and, being ordinary log
-// writes, a trim is exactly as durable and crash-ordered as a write (docs/log.md).
+// partial RAID5 row is mirrored, see docs/raid.md). Trim unmaps: the blocks read as
+// zeros, their copies are garbage for GC, and a trim record in the log (a zero block,
+// nothing on a compressing drive) keeps recovery from bringing them back for as long as
+// an older copy remains; it is as durable and crash-ordered as a write (docs/log.md).
 //
 // Recovery: Open() rebuilds the map from the array's segment summaries alone (each block
 // carries its LBA, last user-write time and class); the newest copy of each LBA wins.
@@ -113,6 +114,13 @@ class Volume {
   std::vector<std::pair<SegmentId, double>> SealedSegments() const;
   // The segment holding an LBA's current copy (none if unwritten or trimmed).
   std::optional<SegmentId> Locate(uint64_t lba) const;
+  // [lba, lba + blocks) as runs of written blocks and of holes (unwritten or trimmed,
+  // reading as zeros), in order: NBD block status answers from it.
+  struct Run {
+    uint64_t blocks;
+    bool written;
+  };
+  std::vector<Run> Allocation(uint64_t lba, uint64_t blocks) const;
   // Where each segment's valid blocks live in the volume's LBA space: their count, lowest
   // and highest LBA, and a histogram over `bins` equal parts of the capacity (a segment GC
   // filled from many places shows it). Indexed by segment id, `segments` entries in all

@@ -150,6 +150,8 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   j.Str("health", health)
       .Int("capacity_bytes", BlocksToBytes(vs.capacity_blocks))
       .Int("valid_bytes", BlocksToBytes(es.valid_blocks))
+      .Int("trimmed_bytes", BlocksToBytes(es.trimmed_blocks))
+      .Int("trim_records", es.live_trim_records)
       .Int("physical_bytes", sum.live_bytes)
       .Int("flash_bytes", sum.usable_bytes)
       .Num("physical_use", physical)

@@ -104,6 +104,12 @@ TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
           continue;
         }
         uint64_t n = std::min<uint64_t>(1 + rng() % 4, cap - lba);
+        if (rng() % 12 == 0) {  // trims, short and long, ordered with the writes around them
+          n = std::min<uint64_t>(rng() % 2 ? n : 1 + rng() % 300, cap - lba);
+          for (uint64_t i = 0; i < n; ++i) model.Wrote(lba + i, Block(kBlockSize));
+          if (!rig.volume->Trim(lba, n).ok()) break;
+          continue;
+        }
         for (uint64_t i = 0; i < n; ++i) {
           FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 60, rng);
           model.Wrote(lba + i, Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
@@ -322,6 +328,56 @@ TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
     ASSERT_TRUE(volume->Read(lba, b).ok());
     ASSERT_TRUE(check(lba, b)) << "lba " << lba;
   }
+}
+
+// A trim unmaps: the volume's valid blocks fall at once, the trimmed range reads as zeros
+// before and after a restart, and GC gives the room back — the segments in use fall
+// (writing zeros instead, as before, left the volume full and GC copying zeros).
+TEST(VolumeTest, TrimFreesSpaceAndSurvivesRestart) {
+  Rig rig("sepbit");
+  const uint64_t cap = rig.volume->capacity_blocks();
+  std::mt19937_64 rng(5);
+  Block b(BlocksToBytes(64)), back(kBlockSize);
+  for (uint64_t lba = 0; lba < cap; lba += 64) {
+    const uint64_t n = std::min<uint64_t>(64, cap - lba);
+    for (uint64_t i = 0; i < n; ++i) FillBlockWithCompressibility(std::span(b).subspan(BlocksToBytes(i), kBlockSize), 50, rng);
+    ASSERT_TRUE(rig.volume->Write(lba, std::span(b).first(BlocksToBytes(n))).ok());
+  }
+  const uint64_t full = rig.volume->stats().engine.valid_blocks;
+  ASSERT_TRUE(rig.volume->Trim(0, cap - cap / 10).ok());  // all but the last tenth
+  const VolumeStats st = rig.volume->stats();
+  EXPECT_LT(st.engine.valid_blocks, full / 5);
+  EXPECT_GT(st.engine.trim_records, 0u);
+  EXPECT_LE(st.engine.trim_records, cap / LogEngine::kMaxTrimRecordBlocks + 2) << "one record per range";
+  EXPECT_EQ(rig.volume->Locate(7), std::nullopt);
+  ASSERT_TRUE(rig.volume->Read(7, back).ok());
+  EXPECT_EQ(back, Block(kBlockSize));
+  const auto runs = rig.volume->Allocation(0, cap);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_FALSE(runs[0].written);
+  EXPECT_EQ(runs[0].blocks, cap - cap / 10);
+  EXPECT_TRUE(runs[1].written);
+  // Writes to the last tenth make GC run: it reclaims the trimmed segments.
+  for (int i = 0; i < 20000; ++i) {
+    FillBlockWithCompressibility(std::span(b).first(kBlockSize), 50, rng);
+    ASSERT_TRUE(rig.volume->Write(cap - 1 - rng() % (cap / 10), std::span(b).first(kBlockSize)).ok());
+  }
+  ASSERT_TRUE(rig.volume->Flush().ok());
+  const EngineStats after = rig.volume->stats().engine;
+  std::printf("GC: %llu segments collected, %llu blocks copied for 20000 written; trim records %llu written, "
+              "%llu rewritten, %llu live\n",
+              (unsigned long long)(after.segments_collected - st.engine.segments_collected),
+              (unsigned long long)(after.gc_blocks - st.engine.gc_blocks), (unsigned long long)after.trim_records,
+              (unsigned long long)after.gc_trim_records, (unsigned long long)after.live_trim_records);
+  EXPECT_GT(after.segments_collected - st.engine.segments_collected, 20u) << "the rewrites must make GC run";
+  EXPECT_LT(after.gc_blocks - st.engine.gc_blocks, 20000u / 10) << "trimmed blocks are garbage, not copied";
+  rig.PowerCutAndReopen(9);
+  if (HasFatalFailure()) return;
+  for (uint64_t lba = 0; lba < cap - cap / 10; lba += 97) {
+    ASSERT_TRUE(rig.volume->Read(lba, back).ok());
+    ASSERT_EQ(back, Block(kBlockSize)) << "trimmed lba " << lba << " after restart";
+  }
+  EXPECT_LT(rig.volume->stats().engine.valid_blocks, full / 5);
 }
 
 TEST(VolumeTest, BadRequests) {

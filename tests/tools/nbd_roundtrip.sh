@@ -3,11 +3,13 @@
 # --daemon`, nbdcopy of a random image into the volume and back out (cmp), then `eraid
 # stop`, a new server, and the image read back again. The image is 256 MiB less 1,535
 # bytes: not a multiple of 4 KiB, so its last request is unaligned, as a tar file's often
-# is. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
+# is. Then a trim of the first quarter through fio's nbd engine: block status
+# (nbdinfo --map) must call it a hole, the volume's valid bytes must fall, and it must read
+# back as zeros, also after a restart. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
 set -euo pipefail
 BUILD=$1
 MIB=${2:-256}
-for tool in nbdkit nbdcopy; do
+for tool in nbdkit nbdcopy nbdinfo fio; do
   command -v $tool >/dev/null || { echo "nbd_roundtrip: $tool missing (tools/install-deps.sh installs it)"; exit 1; }
 done
 ERAID=$BUILD/tools/eraid
@@ -25,6 +27,19 @@ URI="nbd+unix:///?socket=$WORK/array/nbd.sock"
 nbdcopy "$WORK/img" "$URI"
 nbdcopy "$URI" "$WORK/out"
 cmp -n $BYTES "$WORK/img" "$WORK/out"
+valid() { "$ERAID" status --dir "$WORK/array" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["valid_bytes"])'; }
+BEFORE=$(valid)
+QUARTER=$(((MIB << 20) / 4))
+fio --name=trim --ioengine=nbd --uri="$URI" --rw=trim --bs=1M --size=$QUARTER --output=/dev/null
+AFTER=$(valid)
+[ "$AFTER" -le $((BEFORE - QUARTER)) ] || { echo "nbd_roundtrip: valid bytes $BEFORE -> $AFTER after trimming $QUARTER"; exit 1; }
+nbdinfo --map "$URI" > "$WORK/map"
+head -1 "$WORK/map" | awk -v q=$QUARTER '$1 != 0 || $2 != q || $3 != 3 { print "nbd_roundtrip: block status does not start with a hole of " q ": " $0; exit 1 }'
+head -c $QUARTER /dev/zero > "$WORK/zeros"
+dd if="$WORK/img" of="$WORK/zeros" bs=1M skip=$((QUARTER >> 20)) seek=$((QUARTER >> 20)) status=none
+cp "$WORK/zeros" "$WORK/img"
+nbdcopy "$URI" "$WORK/out"
+cmp -n $BYTES "$WORK/img" "$WORK/out"
 "$ERAID" stop --dir "$WORK/array"
 [ ! -e "$WORK/array/nbd.sock" ] || { echo "nbd_roundtrip: the socket was left behind"; exit 1; }
 "$ERAID" serve --dir "$WORK/array" --daemon
@@ -32,4 +47,4 @@ nbdcopy "$URI" "$WORK/out2"
 cmp -n $BYTES "$WORK/img" "$WORK/out2"
 "$ERAID" status --dir "$WORK/array"
 "$ERAID" stop --dir "$WORK/array"
-echo "nbd_roundtrip: $BYTES bytes in and out over NBD, equal before and after a restart"
+echo "nbd_roundtrip: $BYTES bytes in and out over NBD, a quarter trimmed ($BEFORE -> $AFTER valid bytes), equal before and after a restart"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -123,7 +124,28 @@ int Trim(void*, uint32_t count, uint64_t offset, uint32_t flags) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// A zeroed range is unmapped (reads of it return zeros): as fast as a trim, so
+// NBD_CMD_FLAG_FAST_ZERO is always honoured, whether the client allows a trim or not.
 int Zero(void* h, uint32_t count, uint64_t offset, uint32_t flags) { return Trim(h, count, offset, flags); }
+
+// Block status (base:allocation) from the volume's map: unwritten and trimmed blocks are
+// holes that read as zeros, so nbdcopy and qemu-img skip them.
+int Extents(void*, uint32_t count, uint64_t offset, uint32_t flags, struct nbdkit_extents* extents) {
+  const uint64_t first = offset / eraid::kBlockSize;
+  const uint64_t end_byte = offset + count;
+  const uint64_t blocks = (end_byte + eraid::kBlockSize - 1) / eraid::kBlockSize - first;
+  const uint64_t cap = g_array->volume().capacity_blocks();
+  if (count == 0 || first >= cap || blocks > cap - first) return Fail(eraid::Status::InvalidArgument("extents beyond the volume"));
+  uint64_t at = eraid::BlocksToBytes(first);
+  for (const eraid::Volume::Run& r : g_array->volume().Allocation(first, blocks)) {
+    const uint64_t start = std::max(at, offset), end = std::min(at + eraid::BlocksToBytes(r.blocks), end_byte);
+    const uint32_t type = r.written ? 0 : NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;
+    if (end > start && nbdkit_add_extent(extents, start, end - start, type) == -1) return -1;
+    at += eraid::BlocksToBytes(r.blocks);
+    if (flags & NBDKIT_FLAG_REQ_ONE) break;
+  }
+  return 0;
+}
 
 int CanYes(void*) { return 1; }
 int CanFua(void*) { return NBDKIT_FUA_NATIVE; }
@@ -152,10 +174,13 @@ static struct nbdkit_plugin plugin = [] {
   p.flush = Flush;
   p.trim = Trim;
   p.zero = Zero;
+  p.extents = Extents;
   p.can_write = CanYes;
   p.can_flush = CanYes;
   p.can_trim = CanYes;
   p.can_zero = CanYes;
+  p.can_fast_zero = CanYes;
+  p.can_extents = CanYes;
   p.can_fua = CanFua;
   p.can_multi_conn = CanYes;  // one volume behind every connection: a flush covers all
   return p;
