@@ -1284,13 +1284,13 @@ ArrayStats ElasticArray::stats() const {
   ArrayStats s = stats_;
   for (uint32_t d = 0; d < s.devices.size(); ++d) s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
-  s.free_segments = s.raid5_segments = s.raid10_segments = 0;
+  s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;
   s.user_blocks = s.raid10_user_blocks = 0;
   for (const auto& seg : segments_) {
     switch (seg->entry.scheme) {
       case SegmentScheme::kFree: ++s.free_segments; continue;
-      case SegmentScheme::kRaid5: ++s.raid5_segments; break;
-      case SegmentScheme::kRaid10: ++s.raid10_segments; break;
+      case SegmentScheme::kRaid5: ++(seg->open ? s.open_segments : s.raid5_segments); break;
+      case SegmentScheme::kRaid10: ++(seg->open ? s.open_segments : s.raid10_segments); break;
     }
     uint64_t data = std::count(seg->is_summary.begin(), seg->is_summary.end(), false);
     s.user_blocks += data;

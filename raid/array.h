@@ -64,7 +64,8 @@ struct DeviceStats {
 };
 
 struct ArrayStats {
-  uint32_t segments = 0, free_segments = 0, raid5_segments = 0, raid10_segments = 0;
+  // Sealed segments by scheme; open ones (the log's, being filled) apart.
+  uint32_t segments = 0, free_segments = 0, raid5_segments = 0, raid10_segments = 0, open_segments = 0;
   uint64_t user_blocks = 0;         // data positions written in non-free segments
   uint64_t raid10_user_blocks = 0;
   uint64_t reconstructions = 0;     // reads answered from redundancy

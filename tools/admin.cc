@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -24,7 +26,8 @@ constexpr size_t kMaxRequest = 4096;
 // A tiny JSON object writer: enough for flat and nested objects of numbers and strings.
 class Json {
  public:
-  Json& Num(const std::string& k, double v) {
+  Json& Num(const std::string& k, double v) {  // NaN: null
+    if (std::isnan(v)) return Null(k);
     std::ostringstream o;
     o.precision(6);
     o << v;
@@ -82,7 +85,16 @@ const char* StateName(DeviceState s) {
 
 double Ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-std::string Fixed(double v, int digits = 3) {
+// A write-amplification figure over less than 1 MiB of the I/O it divides by says
+// nothing (a fresh array's device WAF was 838): it is not given — null in JSON, "-" in
+// text — rather than shown as a number: NaN here.
+constexpr double kMinWaBytes = 1 << 20;
+double Wa(double written, double over_bytes) {
+  return over_bytes < kMinWaBytes ? std::numeric_limits<double>::quiet_NaN() : written / over_bytes;
+}
+
+std::string Fixed(double v, int digits = 3) {  // NaN: "-"
+  if (std::isnan(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
@@ -129,10 +141,10 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                           .Int("physical_bytes", ds.live_bytes)
                           .Int("flash_bytes", ds.usable_bytes)
                           .Num("compression", ds.compression_ratio())
-                          .Num("device_waf", ds.device_waf()));
+                          .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))));
     dev_text += "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
                 " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
-                "  WAF " + Fixed(ds.device_waf()) + "  errors " + std::to_string(st.errors) + "  " +
+                "  WAF " + Fixed(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))) + "  errors " + std::to_string(st.errors) + "  " +
                 a.device_path(d) + "\n";
   }
   const std::string health = as.data_at_risk ? "data-at-risk"
@@ -140,9 +152,10 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                              : as.degraded                 ? "degraded"
                                                            : "ok";
   const EngineStats& es = vs.engine;
-  const double log_wa = es.wa();
-  const double raid_wa = Ratio(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
-  const double dev_waf = Ratio(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  const double log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)), double(BlocksToBytes(es.user_blocks)));
+  const double raid_wa = Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
+  const double dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  const double total_wa = log_wa * raid_wa * dev_waf;  // NaN if any is
   const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
   const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
   const double compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
@@ -161,8 +174,18 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                            .Int("total", as.segments)
                            .Int("free", as.free_segments)
                            .Int("raid5", as.raid5_segments)
-                           .Int("raid10", as.raid10_segments))
-      .Obj("wa", Json().Num("log", log_wa).Num("raid", raid_wa).Num("device", dev_waf).Num("total", log_wa * raid_wa * dev_waf))
+                           .Int("raid10", as.raid10_segments)
+                           .Int("open", as.open_segments))
+      .Obj("wa", Json().Num("log", log_wa).Num("raid", raid_wa).Num("device", dev_waf).Num("total", total_wa))
+      // The counters the WA figures divide, since the array was opened: `eraid status
+      // --interval N` takes differences of them.
+      .Obj("counters", Json()
+                           .Int("user_written_bytes", BlocksToBytes(es.user_blocks))
+                           .Int("gc_written_bytes", BlocksToBytes(es.gc_blocks))
+                           .Int("raid_written_bytes", sum.host_write_bytes)
+                           .Int("device_stored_bytes", sum.host_stored_bytes)
+                           .Int("flash_written_bytes", sum.flash_write_bytes)
+                           .Int("trimmed_bytes", BlocksToBytes(es.trimmed_blocks)))
       .Obj("conversions", Json()
                               .Int("to_raid10", as.conversions_to_raid10)
                               .Int("to_raid5", as.conversions_to_raid5)
@@ -226,8 +249,10 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   t += "compression: " + Fixed(compression, 2) + ":1\n";
   t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data" + hot_text + "; segments " +
        std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " +
-       std::to_string(as.free_segments) + " free of " + std::to_string(as.segments) + "\n";
-  t += "WA (since open): log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + "\n";
+       std::to_string(as.open_segments) + " open, " + std::to_string(as.free_segments) + " free of " +
+       std::to_string(as.segments) + "\n";
+  t += "WA (since open; - under 1 MiB): log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " +
+       Fixed(dev_waf) + "\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
@@ -297,7 +322,8 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
       .Obj("bitmap", Json()
                          .Int("free", as.free_segments)
                          .Int("raid5", as.raid5_segments)
-                         .Int("raid10", as.raid10_segments))
+                         .Int("raid10", as.raid10_segments)
+                         .Int("open", as.open_segments))
       .Arr("segments", segs);
   if (json) return {0, j.str() + "\n"};
   std::string t = "superblock: array " + std::string(id) + ", " + std::to_string(g.devices) + " devices, chunk " +
@@ -307,7 +333,7 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
                   " blocks\n";
   t += dev_text;
   t += "bitmap: " + std::to_string(as.free_segments) + " free, " + std::to_string(as.raid5_segments) + " RAID5, " +
-       std::to_string(as.raid10_segments) + " RAID10\n";
+       std::to_string(as.raid10_segments) + " RAID10, " + std::to_string(as.open_segments) + " open\n";
   t += "segments (index, scheme, state, positions written, valid blocks, their LBAs lowest..highest, hotness\n"
        "(decayed accesses per written block; - when not served), alpha_usr, alpha_pty, physical bytes):\n" + seg_text;
   return {0, t};

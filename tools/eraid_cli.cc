@@ -8,10 +8,16 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <optional>
+#include <thread>
 
 #include "tools/admin.h"
 #include "tools/array_dir.h"
@@ -72,6 +78,65 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
   if (!reply.ok()) return Die(name, reply.status());
   (reply->rc == 0 ? std::cout : std::cerr) << (reply->rc == 0 ? "" : "eraid " + name + ": ") << reply->text;
   return reply->rc;
+}
+
+// The number after "key": in a status reply (its keys are unique), or NaN.
+double JsonField(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
+  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
+}
+
+// `eraid status --interval N`: differences of the served array's counters, one line per
+// interval. A WA over less than 1 MiB of the interval's writes is "-" (JSON null).
+int StatusInterval(const std::string& dir, double interval, uint64_t count, bool json) {
+  const char* keys[] = {"user_written_bytes", "gc_written_bytes", "raid_written_bytes", "device_stored_bytes",
+                        "flash_written_bytes", "trimmed_bytes"};
+  auto sample = [&](std::array<double, 6>* out) -> Status {
+    ERAID_ASSIGN_OR_RETURN(AdminReply r, AdminCall(dir, {"status", "--json"}, nullptr));
+    if (r.rc != 0) return Status::IoError(r.text);
+    for (size_t i = 0; i < 6; ++i) (*out)[i] = JsonField(r.text, keys[i]);
+    return Status::Ok();
+  };
+  std::array<double, 6> prev{}, cur{};
+  if (Status s = sample(&prev); !s.ok()) {
+    if (s.code() == StatusCode::kNotFound) s = Status::NotFound("--interval needs the array served (eraid serve --dir " + dir + ")");
+    return Die("status", s);
+  }
+  auto wa = [](double w, double over) { return over < double(1 << 20) ? std::numeric_limits<double>::quiet_NaN() : w / over; };
+  auto fixed = [](double v, int digits) {
+    if (std::isnan(v)) return std::string("-");
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.*f", digits, v);
+    return std::string(b);
+  };
+  if (!json) std::printf("%8s %10s %10s %10s %8s %8s %8s\n", "seconds", "user MB/s", "GC MB/s", "trim MB/s", "log WA", "RAID WA", "dev WAF");
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  for (uint64_t line = 0; count == 0 || line < count; ++line) {
+    std::this_thread::sleep_until(last + std::chrono::duration<double>(interval));
+    if (Status s = sample(&cur); !s.ok()) return Die("status", s);
+    const auto now = std::chrono::steady_clock::now();
+    const double secs = std::chrono::duration<double>(now - last).count();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    last = now;
+    std::array<double, 6> d{};
+    for (size_t i = 0; i < 6; ++i) d[i] = cur[i] - prev[i];
+    prev = cur;
+    const double log_wa = wa(d[0] + d[1], d[0]), raid_wa = wa(d[2], d[0] + d[1]), dev_waf = wa(d[4], d[3]);
+    if (json) {
+      auto num = [&](double v) { return std::isnan(v) ? std::string("null") : fixed(v, 6); };
+      std::printf("{\"seconds\":%s,\"user_bytes_per_sec\":%s,\"gc_bytes_per_sec\":%s,\"trimmed_bytes_per_sec\":%s,"
+                  "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s}}\n",
+                  fixed(elapsed, 3).c_str(), fixed(d[0] / secs, 0).c_str(), fixed(d[1] / secs, 0).c_str(),
+                  fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(), num(dev_waf).c_str());
+    } else {
+      std::printf("%8.1f %10.2f %10.2f %10.2f %8s %8s %8s\n", elapsed, d[0] / secs / 1e6, d[1] / secs / 1e6, d[5] / secs / 1e6,
+                  fixed(log_wa, 3).c_str(), fixed(raid_wa, 3).c_str(), fixed(dev_waf, 3).c_str());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 int Create(int argc, char** argv) {
@@ -257,7 +322,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   uint32_t bins = 20;
   bool json = false;
   std::string synopsis;
-  if (name == "status") synopsis = "eraid status --dir DIR [--json]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.";
+  if (name == "status") synopsis = "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith --interval: while served, one line per N seconds with that interval's writes and WA per layer (like iostat).";
   if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
   if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
   if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
@@ -276,9 +341,20 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
         ("segment", po::value(&segment)->default_value(segment), "a segment index, or all")
         ("rate", po::value(&rate)->default_value(rate), "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
   }
+  double interval = 0;
+  uint64_t count = 0;
+  if (name == "status") {
+    desc.add_options()("interval", po::value(&interval), "seconds per line of figures over that interval (0.1..3600)")
+        ("count", po::value(&count), "with --interval: stop after this many lines (default: until interrupted)");
+  }
   if (name == "inspect") desc.add_options()("bins", po::value(&bins)->default_value(bins), "histogram bins over the volume's LBAs (1..1000)");
   po::variables_map vm;
   if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
+  if (vm.count("interval")) {
+    if (!(interval >= 0.1 && interval <= 3600)) return Die(name, Status::InvalidArgument("--interval must be 0.1..3600 seconds"), 2);
+    return StatusInterval(dir, interval, count, json);
+  }
+  if (vm.count("count")) return Die(name, Status::InvalidArgument("--count needs --interval"), 2);
   std::vector<std::string> words{name};
   if (name == "inspect") {
     if (bins < 1 || bins > 1000) return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);

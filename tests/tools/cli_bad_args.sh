@@ -51,6 +51,10 @@ for sub in status inspect scrub; do
   expect_fail $sub "no array" $sub --dir "$WORK/none"
   expect_fail $sub "unrecognised\|unrecognized" $sub --dir "$A" --bogus
 done
+expect_fail status "interval" status --dir "$A" --interval 0
+expect_fail status "interval" status --dir "$A" --interval 7200
+expect_fail status "count needs --interval" status --dir "$A" --count 3
+expect_fail status "needs the array served" status --dir "$A" --interval 1 --count 1
 expect_fail inspect "bins" inspect --dir "$A" --bins 0
 expect_fail inspect "bins" inspect --dir "$A" --bins 1001
 expect_fail fail "required" fail --dir "$A"

@@ -5,7 +5,8 @@
 # bytes: not a multiple of 4 KiB, so its last request is unaligned, as a tar file's often
 # is. Then a trim of the first quarter through fio's nbd engine: block status
 # (nbdinfo --map) must call it a hole, the volume's valid bytes must fall, and it must read
-# back as zeros, also after a restart. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
+# back as zeros, also after a restart. `eraid status` along the way: no WA figures on a
+# fresh array, per-interval figures while the copy runs. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
 set -euo pipefail
 BUILD=$1
 MIB=${2:-256}
@@ -24,7 +25,25 @@ BYTES=$(((MIB << 20) - 1535))
 head -c $BYTES /dev/urandom > "$WORK/img"
 URI="nbd+unix:///?socket=$WORK/array/nbd.sock"
 "$ERAID" serve --dir "$WORK/array" --daemon
+# Honest statistics: a fresh array has no WA to show (null, not a ratio of nothing).
+"$ERAID" status --dir "$WORK/array" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert all(v is None for v in d["wa"].values()), d["wa"]
+assert d["segments"]["raid5"] + d["segments"]["raid10"] == 0 < d["segments"]["open"], d["segments"]'
+"$ERAID" status --dir "$WORK/array" --interval 1 --count 3 --json > "$WORK/interval" &
+STATUS_PID=$!
 nbdcopy "$WORK/img" "$URI"
+wait $STATUS_PID
+python3 - "$WORK/interval" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 3, lines
+# The copy writes during the interval: some interval wrote more than 1 MiB and has a log WA.
+busy = [l for l in lines if l["user_bytes_per_sec"] > 2**20]
+assert busy and all(l["wa"]["log"] is not None and l["wa"]["log"] >= 1.0 for l in busy), lines
+print("status --interval:", lines)
+PY
 nbdcopy "$URI" "$WORK/out"
 cmp -n $BYTES "$WORK/img" "$WORK/out"
 valid() { "$ERAID" status --dir "$WORK/array" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["valid_bytes"])'; }
