@@ -12,7 +12,7 @@ BUILD=$1
 SEED=${2:-${ERAID_SEED:-$RANDOM}}
 echo "fs_on_volume: seed $SEED (fs_on_volume.sh BUILD_DIR SEED replays)"
 ERAID=$BUILD/tools/eraid
-for tool in nbdkit nbdfuse mkfs.ext4 fsck.ext4 losetup fstrim sha256sum; do
+for tool in nbdkit nbdfuse mkfs.ext4 fsck.ext4 losetup fstrim sha256sum blockdev; do
   command -v $tool >/dev/null || { echo "fs_on_volume: $tool missing (tools/install-deps.sh installs it)" >&2; exit 1; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "fs_on_volume: needs root (loop devices and mounts)" >&2; exit 1; }
@@ -42,7 +42,14 @@ for _ in $(seq 100); do [ -e "$FUSE/nbd" ] && break; sleep 0.1; done
 [ -e "$FUSE/nbd" ] || { echo "fs_on_volume: nbdfuse did not come up" >&2; exit 1; }
 LOOP=$(losetup -f --show "$FUSE/nbd")
 step "$LOOP over nbdfuse, $(cat "/sys/block/$(basename "$LOOP")/queue/logical_block_size")-byte sectors"
+valid_mib() { "$ERAID" status --dir "$A" --json | grep -o '"valid_bytes":[0-9]*' | cut -d: -f2 | awk '{ print int($1 / 1048576) }'; }
 mkfs.ext4 -q "$LOOP"
+# mkfs discards the whole device first: trims unmap, so the volume holds only what mkfs
+# wrote afterwards (a few MiB of metadata), not the whole device as zeros.
+AFTER_MKFS=$(valid_mib)
+CAP_MIB=$(($(blockdev --getsize64 "$LOOP") >> 20))
+[ "$AFTER_MKFS" -lt $((CAP_MIB / 4)) ] || { echo "fs_on_volume: $AFTER_MKFS of $CAP_MIB MiB valid after mkfs: its discard freed nothing" >&2; exit 1; }
+step "mkfs.ext4: $AFTER_MKFS of $CAP_MIB MiB valid in the volume after its discard"
 mount "$LOOP" "$MNT"
 
 # write_tree DIR N: N files of odd sizes (1 byte .. 300 KB) in 20 directories.
@@ -62,9 +69,15 @@ write_tree a 400
 write_tree b 400
 sync
 step "$(du -sh "$MNT" | cut -f1) written"
+BEFORE_TRIM=$(valid_mib)
 rm -rf "$MNT/b"
 sync
 step "fstrim: $(fstrim -v "$MNT")"
+AFTER_TRIM=$(valid_mib)
+# Half the files' blocks were deleted and trimmed: the volume's valid bytes fall by a
+# good part of it (ext4 keeps its metadata and journal).
+[ "$AFTER_TRIM" -lt $((BEFORE_TRIM * 3 / 4)) ] || { echo "fs_on_volume: valid $BEFORE_TRIM -> $AFTER_TRIM MiB: fstrim freed too little" >&2; exit 1; }
+step "valid bytes in the volume: $BEFORE_TRIM -> $AFTER_TRIM MiB after deleting half and fstrim"
 write_tree c 200
 sync
 checksums > "$WORK/sums"
