@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -152,10 +153,19 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                              : as.degraded                 ? "degraded"
                                                            : "ok";
   const EngineStats& es = vs.engine;
-  const double log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)), double(BlocksToBytes(es.user_blocks)));
-  const double raid_wa = Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
-  const double dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  // WA over the array's life (DIR/eraid.stats) and since this open.
+  const LifetimeCounters life = a.Lifetime();
+  const double log_wa = Wa(double(life.user_written_bytes + life.gc_written_bytes), double(life.user_written_bytes));
+  const double raid_wa = Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes));
+  const double dev_waf = Wa(double(life.flash_written_bytes), double(life.device_stored_bytes));
   const double total_wa = log_wa * raid_wa * dev_waf;  // NaN if any is
+  const double open_log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)), double(BlocksToBytes(es.user_blocks)));
+  const double open_raid_wa = Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
+  const double open_dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  Json counters;
+  ForEachCounter(life, [&](const char* name, uint64_t v) { counters.Int(name, v); });
+  counters.Int("since_unix", life.since_unix).Int("opens", life.opens);
+  if (!a.counters_note().empty()) counters.Str("note", a.counters_note());
   const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
   const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
   const double compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
@@ -177,15 +187,14 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                            .Int("raid10", as.raid10_segments)
                            .Int("open", as.open_segments))
       .Obj("wa", Json().Num("log", log_wa).Num("raid", raid_wa).Num("device", dev_waf).Num("total", total_wa))
-      // The counters the WA figures divide, since the array was opened: `eraid status
-      // --interval N` takes differences of them.
-      .Obj("counters", Json()
-                           .Int("user_written_bytes", BlocksToBytes(es.user_blocks))
-                           .Int("gc_written_bytes", BlocksToBytes(es.gc_blocks))
-                           .Int("raid_written_bytes", sum.host_write_bytes)
-                           .Int("device_stored_bytes", sum.host_stored_bytes)
-                           .Int("flash_written_bytes", sum.flash_write_bytes)
-                           .Int("trimmed_bytes", BlocksToBytes(es.trimmed_blocks)))
+      .Obj("wa_since_open", Json()
+                                .Num("log", open_log_wa)
+                                .Num("raid", open_raid_wa)
+                                .Num("device", open_dev_waf)
+                                .Num("total", open_log_wa * open_raid_wa * open_dev_waf))
+      // The lifetime counters the WA figures divide: `eraid status --interval N` takes
+      // differences of them.
+      .Obj("counters", counters)
       .Obj("conversions", Json()
                               .Int("to_raid10", as.conversions_to_raid10)
                               .Int("to_raid5", as.conversions_to_raid5)
@@ -251,8 +260,14 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
        std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " +
        std::to_string(as.open_segments) + " open, " + std::to_string(as.free_segments) + " free of " +
        std::to_string(as.segments) + "\n";
-  t += "WA (since open; - under 1 MiB): log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " +
-       Fixed(dev_waf) + "\n";
+  char since[32] = "?";
+  const time_t since_t = static_cast<time_t>(life.since_unix);
+  struct tm tm_utc;
+  if (gmtime_r(&since_t, &tm_utc)) std::strftime(since, sizeof(since), "%Y-%m-%d %H:%M UTC", &tm_utc);
+  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + " since " +
+       since + " (" + std::to_string(life.opens) + " opens); this open: log " + Fixed(open_log_wa) + ", RAID " +
+       Fixed(open_raid_wa) + ", device " + Fixed(open_dev_waf) + " (- under 1 MiB written)\n";
+  if (!a.counters_note().empty()) t += "             (" + a.counters_note() + ")\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +

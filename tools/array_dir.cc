@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -59,11 +60,14 @@ std::string Hex(uint32_t v) {
   return buf;
 }
 
-Status WriteManifest(const std::string& dir, const std::map<std::string, std::string>& kv) {
-  std::string body = std::string(kMagicLine) + "\n";
+// The manifest's layout, shared by the lifetime counters' file: a magic line, key=value
+// lines, a CRC32C line; written to a temporary file and renamed into place.
+Status WriteKeyValues(const std::string& dir, const char* name, const char* magic,
+                      const std::map<std::string, std::string>& kv) {
+  std::string body = std::string(magic) + "\n";
   for (const auto& [k, v] : kv) body += k + "=" + v + "\n";
   body += "crc32c=" + Hex(Crc32c(body.data(), body.size())) + "\n";
-  const std::string tmp = dir + "/" + kManifest + ".tmp";
+  const std::string tmp = dir + "/" + name + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << body;
@@ -71,20 +75,24 @@ Status WriteManifest(const std::string& dir, const std::map<std::string, std::st
     if (!f) return Status::IoError("cannot write " + tmp);
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, dir + "/" + kManifest, ec);
+  std::filesystem::rename(tmp, dir + "/" + name, ec);
   return ec ? Status::IoError("cannot rename " + tmp + ": " + ec.message()) : Status::Ok();
 }
 
-Result<std::map<std::string, std::string>> ReadManifest(const std::string& dir) {
-  const std::string path = dir + "/" + kManifest;
+Status WriteManifest(const std::string& dir, const std::map<std::string, std::string>& kv) {
+  return WriteKeyValues(dir, kManifest, kMagicLine, kv);
+}
+
+Result<std::map<std::string, std::string>> ReadKeyValues(const std::string& dir, const char* name, const char* magic) {
+  const std::string path = dir + "/" + name;
   std::ifstream f(path);
-  if (!f) return Status::NotFound("no array in " + dir + " (" + path + " missing)");
+  if (!f) return Status::NotFound(path + " missing");
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
   const size_t crc_at = text.rfind("crc32c=");
-  if (text.rfind(kMagicLine, 0) != 0 || crc_at == std::string::npos) {
-    return Status::Corruption(path + " is not an eraid manifest");
+  if (text.rfind(magic, 0) != 0 || crc_at == std::string::npos) {
+    return Status::Corruption(path + " does not start with '" + magic + "'");
   }
   if (Hex(Crc32c(text.data(), crc_at)) != text.substr(crc_at + 7, 8)) {
     return Status::Corruption(path + ": CRC mismatch");
@@ -100,7 +108,39 @@ Result<std::map<std::string, std::string>> ReadManifest(const std::string& dir) 
   }
   return kv;
 }
+
+Result<std::map<std::string, std::string>> ReadManifest(const std::string& dir) {
+  auto kv = ReadKeyValues(dir, kManifest, kMagicLine);
+  if (!kv.ok() && kv.status().code() == StatusCode::kNotFound) {
+    return Status::NotFound("no array in " + dir + " (" + dir + "/" + kManifest + " missing)");
+  }
+  return kv;
+}
+
+// The lifetime counters' file (docs/format/array-dir.md).
+constexpr const char* kStatsFile = "eraid.stats";
+constexpr const char* kStatsMagic = "eraid-array-stats 1";
+constexpr auto kStatsSaveEvery = std::chrono::seconds(10);
+
+uint64_t UnixNow() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// The fields of LifetimeCounters, by their names in the file and in `status --json`.
+std::vector<std::pair<const char*, uint64_t LifetimeCounters::*>> CounterFields() {
+  return {{"user_written_bytes", &LifetimeCounters::user_written_bytes},
+          {"gc_written_bytes", &LifetimeCounters::gc_written_bytes},
+          {"raid_written_bytes", &LifetimeCounters::raid_written_bytes},
+          {"device_stored_bytes", &LifetimeCounters::device_stored_bytes},
+          {"flash_written_bytes", &LifetimeCounters::flash_written_bytes},
+          {"trimmed_bytes", &LifetimeCounters::trimmed_bytes}};
+}
 }  // namespace
+
+void ForEachCounter(const LifetimeCounters& c, const std::function<void(const char*, uint64_t)>& fn) {
+  for (const auto& [name, field] : CounterFields()) fn(name, c.*field);
+}
 
 Result<uint64_t> ParseSize(const std::string& text) {
   if (text.empty()) return Status::InvalidArgument("empty size");
@@ -191,12 +231,35 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   a->manifest_ = kv;
   a->scheduler_options_ = o.scheduler;
   ERAID_RETURN_IF_ERROR(a->WriteManifestFile());
+  a->lifetime_base_.since_unix = UnixNow();
+  a->lifetime_base_.opens = 1;
+  ERAID_RETURN_IF_ERROR(a->SaveLifetime());  // over any left by an array this one replaces
   created.keep = true;
   return a;
 }
 
 Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
+  // The lifetime counters: missing (an array from before they existed) or damaged, they
+  // start again from zero, and status says since when and why.
+  LifetimeCounters base;
+  std::string counters_note;
+  if (auto st = ReadKeyValues(dir, kStatsFile, kStatsMagic); st.ok()) {
+    try {
+      for (const auto& [name, field] : CounterFields()) base.*field = std::stoull(st->at(name));
+      base.since_unix = std::stoull(st->at("since_unix"));
+      base.opens = std::stoull(st->at("opens"));
+    } catch (...) {
+      base = LifetimeCounters{};
+      counters_note = dir + "/" + kStatsFile + ": a field is missing or bad; counting again from now";
+    }
+  } else {
+    counters_note = st.status().code() == StatusCode::kNotFound
+                        ? std::string("no lifetime counters before this open (") + kStatsFile + " missing)"
+                        : st.status().message() + "; counting again from now";
+  }
+  if (base.since_unix == 0) base.since_unix = UnixNow();
+  ++base.opens;
   for (const char* key : {"devices", "compression", "flashalloc", "placement", "gp", "scheme"}) {
     if (!kv.count(key)) return Status::Corruption(dir + "/" + kManifest + ": no " + key);
   }
@@ -240,6 +303,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->manifest_ = kv;
+  a->lifetime_base_ = base;
+  a->counters_note_ = counters_note;
   a->scheduler_options_ = so;
   a->drive_options_ = drive;
   std::vector<Backend*> devs;
@@ -269,21 +334,70 @@ std::vector<DriveStats> ArrayDir::drive_stats() const {
   return v;
 }
 
-void ArrayDir::StartScheduler() {
+void ArrayDir::StartServing() {
   if (scheduler_) return;
   scheduler_ = std::make_unique<Scheduler>(*array_, *volume_, [this] { return Physical(); }, scheduler_options_);
   scheduler_->Start();
+  saver_ = std::thread([this] {
+    std::unique_lock lock(saver_mu_);
+    while (!saver_cv_.wait_for(lock, kStatsSaveEvery, [this] { return saver_stop_; })) {
+      lock.unlock();
+      (void)SaveLifetime();  // a failed save loses at most the counts since the last one
+      lock.lock();
+    }
+  });
+}
+
+LifetimeCounters ArrayDir::Lifetime() const {
+  LifetimeCounters c = lifetime_base_;
+  const EngineStats es = volume_->stats().engine;
+  c.user_written_bytes += BlocksToBytes(es.user_blocks);
+  c.gc_written_bytes += BlocksToBytes(es.gc_blocks);
+  c.trimmed_bytes += BlocksToBytes(es.trimmed_blocks);
+  std::shared_lock lock(devices_mu_);
+  DriveStats sum = replaced_;
+  for (const auto& d : drives_) {
+    const DriveStats ds = d->stats();
+    sum.host_write_bytes += ds.host_write_bytes;
+    sum.host_stored_bytes += ds.host_stored_bytes;
+    sum.flash_write_bytes += ds.flash_write_bytes;
+  }
+  c.raid_written_bytes += sum.host_write_bytes;
+  c.device_stored_bytes += sum.host_stored_bytes;
+  c.flash_written_bytes += sum.flash_write_bytes;
+  return c;
+}
+
+Status ArrayDir::SaveLifetime() const {
+  const LifetimeCounters c = Lifetime();
+  std::map<std::string, std::string> kv;
+  ForEachCounter(c, [&](const char* name, uint64_t v) { kv[name] = std::to_string(v); });
+  kv["since_unix"] = std::to_string(c.since_unix);
+  kv["opens"] = std::to_string(c.opens);
+  std::lock_guard lock(save_mu_);
+  return WriteKeyValues(dir_, kStatsFile, kStatsMagic, kv);
+}
+
+void ArrayDir::StopSaver() {
+  {
+    std::lock_guard lock(saver_mu_);
+    saver_stop_ = true;
+  }
+  saver_cv_.notify_all();
+  if (saver_.joinable()) saver_.join();
 }
 
 Status ArrayDir::Close() {
+  StopSaver();
   scheduler_.reset();  // stops its workers; a conversion in progress completes
   if (volume_) ERAID_RETURN_IF_ERROR(volume_->Flush());
   if (array_) ERAID_RETURN_IF_ERROR(array_->RecordOpenFrontiers());
   for (auto& d : drives_) ERAID_RETURN_IF_ERROR(d->Close());
-  return Status::Ok();
+  return volume_ ? SaveLifetime() : Status::Ok();
 }
 
 ArrayDir::~ArrayDir() {
+  StopSaver();
   scheduler_.reset();
   volume_.reset();
   array_.reset();
@@ -332,6 +446,11 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   ERAID_RETURN_IF_ERROR(drive->Flush());
   // The array no longer touches the old drive: swap the objects, then the files.
   std::unique_lock lock_devices(devices_mu_);
+  // The old drive's counters stay in the array's lifetime figures.
+  const DriveStats old = drives_[d]->stats();
+  replaced_.host_write_bytes += old.host_write_bytes;
+  replaced_.host_stored_bytes += old.host_stored_bytes;
+  replaced_.flash_write_bytes += old.flash_write_bytes;
   std::swap(drives_[d], drive);
   std::swap(files_[d], file);
   drive.reset();

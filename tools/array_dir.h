@@ -8,12 +8,14 @@
 // concurrently); Open/Create are not.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compress/compressed_drive.h"
@@ -35,6 +37,21 @@ struct ArrayDirOptions {
   VolumeOptions volume;
   SchedulerOptions scheduler;  // policy, beta and rate are kept in the manifest
 };
+
+// Write counters over the array's whole life, kept in DIR/eraid.stats (saved every 10 s
+// while served and at a clean close: a crash loses at most the last seconds' counts).
+struct LifetimeCounters {
+  uint64_t user_written_bytes = 0;   // the volume's user writes (4 KiB blocks)
+  uint64_t gc_written_bytes = 0;     // the log's GC rewrites
+  uint64_t raid_written_bytes = 0;   // what the array wrote to the drives (data, parity, mirrors, metadata)
+  uint64_t device_stored_bytes = 0;  // the compressed records those writes became
+  uint64_t flash_written_bytes = 0;  // everything the drives wrote to flash
+  uint64_t trimmed_bytes = 0;
+  uint64_t since_unix = 0;           // when counting began (creation; or a lost stats file)
+  uint64_t opens = 0;
+};
+// Calls fn(name, value) for each byte counter, named as in the file and `status --json`.
+void ForEachCounter(const LifetimeCounters& c, const std::function<void(const char*, uint64_t)>& fn);
 
 class ArrayDir {
  public:
@@ -61,9 +78,12 @@ class ArrayDir {
   std::vector<DriveStats> drive_stats() const;
   // Checkpoints every drive (so the next open replays nothing). Call before exit.
   Status Close();
-  // Starts the conversion scheduler's background workers (the server does; offline
-  // commands do not). Stopped by Close().
-  void StartScheduler();
+  // Starts the conversion scheduler's background workers and the thread that saves the
+  // lifetime counters (the server does; offline commands do not). Stopped by Close().
+  void StartServing();
+  LifetimeCounters Lifetime() const;
+  // Why the lifetime counters start later than the array (empty if they do not).
+  const std::string& counters_note() const { return counters_note_; }
   Scheduler* scheduler() { return scheduler_.get(); }
   const SchedulerOptions& scheduler_options() const { return scheduler_options_; }
   PhysicalUse Physical() const;
@@ -72,6 +92,8 @@ class ArrayDir {
   ArrayDir() = default;
   Status Lock();
   Status WriteManifestFile() const;
+  Status SaveLifetime() const;
+  void StopSaver();
   std::string dir_;
   int lock_fd_ = -1;
   std::vector<std::string> paths_;
@@ -87,6 +109,14 @@ class ArrayDir {
   std::unique_ptr<Volume> volume_;
   SchedulerOptions scheduler_options_;
   std::unique_ptr<Scheduler> scheduler_;
+  LifetimeCounters lifetime_base_;  // as loaded at open (opens counted)
+  std::string counters_note_;
+  DriveStats replaced_;             // counters of drives replaced since open (under devices_mu_)
+  mutable std::mutex save_mu_;      // one writer of DIR/eraid.stats at a time
+  std::thread saver_;
+  std::mutex saver_mu_;
+  std::condition_variable saver_cv_;
+  bool saver_stop_ = false;
 };
 
 // Parses "256M", "1G", "4096" (bytes; K, M, G, T are powers of 1024).

@@ -6,7 +6,8 @@
 # is. Then a trim of the first quarter through fio's nbd engine: block status
 # (nbdinfo --map) must call it a hole, the volume's valid bytes must fall, and it must read
 # back as zeros, also after a restart. `eraid status` along the way: no WA figures on a
-# fresh array, per-interval figures while the copy runs. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
+# fresh array, per-interval figures while the copy runs, lifetime figures after the
+# restart. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
 set -euo pipefail
 BUILD=$1
 MIB=${2:-256}
@@ -62,8 +63,22 @@ cmp -n $BYTES "$WORK/img" "$WORK/out"
 "$ERAID" stop --dir "$WORK/array"
 [ ! -e "$WORK/array/nbd.sock" ] || { echo "nbd_roundtrip: the socket was left behind"; exit 1; }
 "$ERAID" serve --dir "$WORK/array" --daemon
+# Lifetime statistics survive the restart: the copy's writes are still counted (and so
+# WA is given), while since this open nothing was written (no figure).
+"$ERAID" status --dir "$WORK/array" --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+c = d["counters"]
+assert c["user_written_bytes"] >= '$BYTES', c
+assert d["wa"]["log"] is not None and d["wa"]["raid"] is not None, d["wa"]
+assert d["wa_since_open"]["log"] is None, d["wa_since_open"]
+assert c["opens"] >= 3 and "note" not in c, c'
 nbdcopy "$URI" "$WORK/out2"
 cmp -n $BYTES "$WORK/img" "$WORK/out2"
 "$ERAID" status --dir "$WORK/array"
 "$ERAID" stop --dir "$WORK/array"
+# A damaged counters file is not the data: the array opens, and status says the counts
+# start again.
+sed -i 's/^opens=/opens=x/' "$WORK/array/eraid.stats"
+"$ERAID" status --dir "$WORK/array" | grep -q "counting again" || { echo "nbd_roundtrip: a damaged eraid.stats went unmentioned"; exit 1; }
 echo "nbd_roundtrip: $BYTES bytes in and out over NBD, a quarter trimmed ($BEFORE -> $AFTER valid bytes), equal before and after a restart"

@@ -69,7 +69,7 @@ int GetReady() {
 
 // Threads start after nbdkit has (perhaps) forked into the background.
 int AfterFork() {
-  g_array->StartScheduler();
+  g_array->StartServing();
   g_admin = std::make_unique<eraid::AdminServer>(*g_array, [] { nbdkit_shutdown(); });
   eraid::Status s = g_admin->Start();
   return s.ok() ? 0 : Fail(s);
