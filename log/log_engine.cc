@@ -138,6 +138,7 @@ void LogEngine::Invalidate(uint64_t lba) {
   store_.OnInvalidate(seg.handle);
   map_[lba] = 0;
   --stats_.valid_blocks;
+  if (ExtentCounters* e = ExtentOf(lba)) --e->valid_blocks;
 }
 
 void LogEngine::Grow(uint64_t end) {
@@ -170,6 +171,7 @@ Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, st
   map_[lba] = entry;
   if (has_data_) ++copies_[lba];
   ++stats_.valid_blocks;
+  if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
   return SealIfFull(IndexOf(entry));
 }
 
@@ -184,6 +186,7 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
     Invalidate(lba + i);
     const uint32_t cls = placement_.UserWrite(lba + i, Context());
     ++stats_.user_blocks;
+    if (ExtentCounters* e = ExtentOf(lba + i)) ++e->user_blocks;
     ++stats_.user_per_class[cls];
     ERAID_RETURN_IF_ERROR(AppendBlock(cls, lba + i, now_,
                                       data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
@@ -223,6 +226,12 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
 Status LogEngine::Trim(uint64_t lba, uint64_t blocks) {
   if (blocks > kMaxLba || lba > kMaxLba - blocks) return Status::InvalidArgument("trim beyond the largest LBA");
   stats_.trimmed_blocks += blocks;
+  for (uint64_t done = 0; options_.extent_shift && done < blocks;) {  // per extent the range touches
+    const uint64_t l = lba + done;
+    const uint64_t n = std::min(blocks - done, (((l >> options_.extent_shift) + 1) << options_.extent_shift) - l);
+    ExtentOf(l)->trimmed_blocks += n;
+    done += n;
+  }
   if (!has_data_) {  // replay: nothing to recover, so nothing to record
     for (uint64_t i = 0; i < blocks; ++i) Invalidate(lba + i);
     return Status::Ok();
@@ -408,6 +417,10 @@ Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bo
   ++stats_.gc_blocks;
   ++stats_.gc_per_class[cls];
   --stats_.valid_blocks;  // AppendBlock counts it again
+  if (ExtentCounters* e = ExtentOf(s.lba)) {
+    ++e->gc_blocks;
+    --e->valid_blocks;
+  }
   ERAID_RETURN_IF_ERROR(AppendBlock(cls, s.lba, s.user_time, data));
   ++n_blocks_;
   if (count_invalid) {  // the victim stays live for a while: its copied slot is garbage now
@@ -589,6 +602,7 @@ Status LogEngine::FinishRecovery() {
       } else if (map_[lba] == Pack(i, slot)) {
         ++live;
         ++stats_.valid_blocks;
+        if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
       }
     }
     seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
@@ -653,6 +667,19 @@ Status LogEngine::CheckInvariants() const {
   if (invalid_sealed != n_invalid_sealed_) return Status::Corruption("n_invalid_sealed mismatch");
   if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
   if (trim_refs_.size() != stats_.live_trim_records) return Status::Corruption("live trim record stat mismatch");
+  if (options_.extent_shift) {
+    std::vector<uint64_t> per(extents_.size());
+    for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+      if (IsData(map_[lba])) {
+        const uint64_t e = lba >> options_.extent_shift;
+        if (e >= per.size()) return Status::Corruption("an extent with valid blocks has no counters");
+        ++per[e];
+      }
+    }
+    for (size_t e = 0; e < per.size(); ++e) {
+      if (per[e] != extents_[e].valid_blocks) return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
+    }
+  }
   return Status::Ok();
 }
 

@@ -86,6 +86,13 @@ struct EngineOptions {
   // FreeTaken) once free_due() says so. A store out of segments still gets them back at
   // once (a flush, then their frees), and so does space pressure.
   bool defer_frees = false;
+  // > 0: counters per extent of 2^extent_shift LBAs (ExtentCounters), for volumes made
+  // of extents of the engine's LBA space (log/volumes.h).
+  uint32_t extent_shift = 0;
+};
+
+struct ExtentCounters {
+  uint64_t user_blocks = 0, gc_blocks = 0, valid_blocks = 0, trimmed_blocks = 0;
 };
 
 struct EngineStats {
@@ -150,6 +157,14 @@ class LogEngine {
   // [first, first + count), in LBA order.
   void ForEachMapped(uint64_t first, uint64_t count, const std::function<void(uint64_t handle, uint64_t lba)>& fn) const;
   uint64_t now() const { return now_; }
+  // With extent_shift: an extent's counters (zeros beyond those touched), and their reset
+  // (a deleted volume's extents, unmapped, start again at zero for the next one).
+  ExtentCounters Extent(uint64_t extent) const {
+    return extent < extents_.size() ? extents_[extent] : ExtentCounters{};
+  }
+  void ResetExtent(uint64_t extent) {
+    if (extent < extents_.size()) extents_[extent] = {};
+  }
   // For tests: the class of the segment holding `lba`, or -1.
   int ClassOf(uint64_t lba) const;
   // Checks invariants 1-3 (tests); returns a description of the first violation.
@@ -213,6 +228,13 @@ class LogEngine {
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
   std::vector<uint32_t> copies_;
   std::unordered_map<uint64_t, uint32_t> trim_refs_;
+  std::vector<ExtentCounters> extents_;  // with extent_shift
+  ExtentCounters* ExtentOf(uint64_t lba) {
+    if (options_.extent_shift == 0) return nullptr;
+    const uint64_t e = lba >> options_.extent_shift;
+    if (e >= extents_.size()) extents_.resize(e + 1);
+    return &extents_[e];
+  }
   uint64_t now_ = 0, timestamp_us_ = 0;
   uint64_t n_blocks_ = 0, n_invalid_sealed_ = 0;
   uint64_t next_id_ = 0;

@@ -60,6 +60,13 @@ Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_pt
                              std::min(168.0 / 169.0, double(g.row_blocks() - 1) / double(g.row_blocks()));
   const double segments = double(g.segments) - 2.0 * placement_->classes();
   capacity_blocks_ = segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
+  address_blocks_ = capacity_blocks_;
+  if (options.extent_shift > 0) {
+    const uint64_t extent = uint64_t{1} << options.extent_shift;
+    // Room for the provisioned blocks, and a part-used last extent of each of up to
+    // `max_volumes` volumes.
+    address_blocks_ = ((capacity_blocks_ * std::max(1u, options.overcommit) + extent - 1) / extent + options.max_volumes) * extent;
+  }
 }
 
 Volume::~Volume() {
@@ -89,6 +96,7 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
   eo.gp_threshold = options_.gp_threshold;
   eo.selection = options_.selection;
   eo.keep_victim_gps = false;
+  eo.extent_shift = options_.extent_shift;
   if (options_.gc_when == GcTrigger::kFreeSpace) {
     eo.total_segments = array.geometry().segments;
     // Free segments GC keeps in reserve beyond one open segment per class; victims are
@@ -163,9 +171,9 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
 }
 
 Status Volume::CheckRange(uint64_t lba, uint64_t blocks) const {
-  if (blocks == 0 || lba >= capacity_blocks_ || blocks > capacity_blocks_ - lba) {
+  if (blocks == 0 || lba >= address_blocks_ || blocks > address_blocks_ - lba) {
     return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" + std::to_string(blocks) +
-                                   ") outside the volume of " + std::to_string(capacity_blocks_) + " blocks");
+                                   ") outside the volume of " + std::to_string(address_blocks_) + " blocks");
   }
   return Status::Ok();
 }
@@ -180,6 +188,16 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   bool free_due = false;
   {
     std::lock_guard lock(mu_);
+    if (address_blocks_ > capacity_blocks_) {
+      // Thin volumes: the blocks this write maps anew must fit in the capacity.
+      uint64_t fresh = 0;
+      engine_->ForEachMapped(lba, blocks, [&](uint64_t, uint64_t) { ++fresh; });
+      fresh = blocks - fresh;
+      if (fresh > 0 && engine_->stats().valid_blocks + fresh > capacity_blocks_) {
+        return Status::NoSpace("the array is full: " + std::to_string(engine_->stats().valid_blocks) + " of " +
+                               std::to_string(capacity_blocks_) + " blocks hold data (trim or delete to make room)");
+      }
+    }
     const auto ts = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());
     // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
@@ -282,6 +300,16 @@ std::optional<SegmentId> Volume::Locate(uint64_t lba) const {
   return SegmentId(static_cast<uint32_t>(*handle));
 }
 
+ExtentCounters Volume::Extent(uint64_t extent) const {
+  std::shared_lock lock(mu_);
+  return engine_->Extent(extent);
+}
+
+void Volume::ResetExtent(uint64_t extent) {
+  std::lock_guard lock(mu_);
+  engine_->ResetExtent(extent);
+}
+
 std::vector<Volume::Run> Volume::Allocation(uint64_t lba, uint64_t blocks) const {
   std::vector<Run> runs;
   uint64_t at = lba;  // first LBA not yet in a run
@@ -309,7 +337,7 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
   std::vector<SegmentLbas> out(segments);
   bins = std::max(1u, bins);
   constexpr uint64_t kPiece = 1 << 16;
-  for (uint64_t first = 0; first < capacity_blocks_; first += kPiece) {
+  for (uint64_t first = 0; first < address_blocks_; first += kPiece) {
     std::shared_lock lock(mu_);
     engine_->ForEachMapped(first, kPiece, [&](uint64_t handle, uint64_t lba) {
       if (handle >= out.size()) return;
@@ -320,7 +348,7 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
       }
       ++s.valid_blocks;
       s.lba_max = lba;  // in LBA order
-      ++s.histogram[lba * bins / capacity_blocks_];
+      ++s.histogram[lba * bins / address_blocks_];
     });
   }
   return out;

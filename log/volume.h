@@ -65,6 +65,14 @@ struct VolumeOptions {
   // volume's lock is taken: work on the data that needs no lock (the drives' compression,
   // tools/array_dir.cc) is done there, side by side with other writers, not under it.
   std::function<void(std::span<const std::byte>)> before_write;
+  // Named volumes (log/volumes.h) are extents of 2^extent_shift LBAs of an LBA space of
+  // `overcommit` times the capacity (rounded up to whole extents), thinly provisioned:
+  // their sizes may add up to more than the capacity. Writes that would make more blocks
+  // valid than the capacity then fail with NoSpace (GC keeps its room; trims still work).
+  // extent_shift 0: the LBA space is the capacity.
+  uint32_t extent_shift = 0;
+  uint32_t overcommit = 1;
+  uint32_t max_volumes = 0;
 };
 
 // What the conversion scheduler (scheduler/) hears from the volume. Set before use.
@@ -99,7 +107,12 @@ class Volume {
   static Result<std::unique_ptr<Volume>> Open(ElasticArray& array, const VolumeOptions& options);
   ~Volume();
 
+  // How many blocks may be valid at once (what one volume of the whole array exports).
   uint64_t capacity_blocks() const { return capacity_blocks_; }
+  // The LBA space requests address (VolumeOptions::address_blocks).
+  uint64_t address_blocks() const { return address_blocks_; }
+  ExtentCounters Extent(uint64_t extent) const;
+  void ResetExtent(uint64_t extent);
   // REQUIRES: data.size() a positive multiple of 4 KiB; the range inside capacity.
   Status Write(uint64_t lba, std::span<const std::byte> data);
   Status Read(uint64_t lba, std::span<std::byte> out);
@@ -141,7 +154,7 @@ class Volume {
 
   ElasticArray& array_;
   VolumeOptions options_;
-  uint64_t capacity_blocks_ = 0;
+  uint64_t capacity_blocks_ = 0, address_blocks_ = 0;
   mutable RwMutex mu_;  // shared: Read, stats; exclusive: the rest (writers first)
   std::unique_ptr<Placement> placement_;
   std::unique_ptr<ArrayStore> store_;

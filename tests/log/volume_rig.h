@@ -13,6 +13,7 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 #include "log/volume.h"
+#include "log/volumes.h"
 #include "raid/array.h"
 
 namespace eraid {
@@ -31,8 +32,10 @@ struct Rig {
 
   explicit Rig(const std::string& placement, uint32_t devices = 4,
                GcTrigger gc_when = GcTrigger::kFreeSpace, uint64_t device_blocks = 4096,
-               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4, uint32_t gc_frees_per_flush = 0) {
+               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4, uint32_t gc_frees_per_flush = 0,
+               bool named_volumes = false) {
     options.placement = placement;
+    if (named_volumes) Volumes::SetOptions(&options);
     options.gc_frees_per_flush = gc_frees_per_flush;
     options.gc_when = gc_when;
     for (uint32_t d = 0; d < devices; ++d) {

@@ -436,3 +436,155 @@ TEST(VolumeTest, ManyRestartsNeverRunOutOfSpace) {
 
 }  // namespace
 }  // namespace eraid
+
+namespace eraid {
+namespace {
+
+// Named volumes on one array: each reads back only its own blocks; a volume open by a
+// connection cannot be deleted; a deleted volume's extents come back to the next volume
+// as zeros, also after a power cut (the table is saved only after the trims are durable);
+// shrinking trims what is past the new end; sizes may add up to kOvercommit times the
+// capacity and no more; each volume counts its own writes.
+TEST(VolumesTest, IsolatedThinVolumesCreateResizeDelete) {
+  Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 16384, 4, 4, 0, /*named_volumes=*/true);
+  const uint64_t cap = rig.volume->capacity_blocks();
+  std::vector<VolumeRecord> saved;
+  int saves = 0;
+  auto save = [&](const std::vector<VolumeRecord>& t) {
+    saved = t;
+    ++saves;
+    return Status::Ok();
+  };
+  auto vols = std::make_unique<Volumes>(*rig.volume, std::vector<VolumeRecord>{}, save);
+  ASSERT_EQ(vols->List().size(), 1u);
+  EXPECT_EQ(vols->List()[0].name, "default");
+  EXPECT_EQ(vols->List()[0].size_blocks, cap);
+  EXPECT_EQ(vols->Create("bad name", 10).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vols->Create("a", 0).code(), StatusCode::kInvalidArgument);
+  const uint64_t a_size = Volumes::kExtentBlocks + 100, b_size = 300;
+  ASSERT_TRUE(vols->Create("a", a_size).ok());
+  ASSERT_TRUE(vols->Create("b", b_size).ok());
+  EXPECT_EQ(vols->Create("b", 5).code(), StatusCode::kInvalidArgument) << "names are unique";
+  EXPECT_EQ(vols->Create("huge", cap * Volumes::kOvercommit).code(), StatusCode::kNoSpace) << "overcommit limit";
+  EXPECT_EQ(saves, 2);
+  auto def = std::move(vols->Open("")).value();
+  auto a = std::move(vols->Open("a")).value();
+  auto b = std::move(vols->Open("b")).value();
+  // A block in each, at the same volume LBAs, with its volume's mark.
+  auto block = [](char v, uint64_t lba) {
+    Block x(kBlockSize, std::byte(v));
+    std::memcpy(x.data(), &lba, sizeof lba);
+    return x;
+  };
+  Block back(kBlockSize);
+  for (uint64_t lba : {uint64_t{0}, uint64_t{299}}) {
+    ASSERT_TRUE(vols->Write(*def, lba, block('d', lba)).ok());
+    ASSERT_TRUE(vols->Write(*a, lba, block('a', lba)).ok());
+    ASSERT_TRUE(vols->Write(*b, lba, block('b', lba)).ok());
+  }
+  ASSERT_TRUE(vols->Write(*a, a_size - 1, block('a', a_size - 1)).ok()) << "a's second extent";
+  EXPECT_EQ(vols->Write(*b, b_size, block('b', 0)).code(), StatusCode::kInvalidArgument) << "past b's end";
+  for (uint64_t lba : {uint64_t{0}, uint64_t{299}}) {
+    ASSERT_TRUE(vols->Read(*def, lba, back).ok());
+    EXPECT_EQ(back, block('d', lba));
+    ASSERT_TRUE(vols->Read(*a, lba, back).ok());
+    EXPECT_EQ(back, block('a', lba));
+    ASSERT_TRUE(vols->Read(*b, lba, back).ok());
+    EXPECT_EQ(back, block('b', lba));
+  }
+  for (const VolumeReport& r : vols->List()) {
+    const uint64_t want = r.name == "a" ? 3 : 2;
+    EXPECT_EQ(r.counters.user_blocks, want) << r.name;
+    EXPECT_EQ(r.counters.valid_blocks, want) << r.name;
+    EXPECT_EQ(r.writes, want) << r.name;
+  }
+  // Open: not deleted.
+  EXPECT_EQ(vols->Delete("a").code(), StatusCode::kBusy);
+  EXPECT_EQ(vols->Delete("default").code(), StatusCode::kInvalidArgument);
+  a.reset();
+  ASSERT_TRUE(vols->Delete("a").ok());
+  EXPECT_EQ(vols->Open("a").status().code(), StatusCode::kNotFound);
+  // Shrink b below its block at 299, then grow it back: the block is gone.
+  ASSERT_TRUE(vols->Resize("b", 200).ok());
+  EXPECT_EQ(vols->Read(*b, 299, back).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(vols->Resize("b", b_size).ok());
+  ASSERT_TRUE(vols->Read(*b, 299, back).ok());
+  EXPECT_EQ(back, Block(kBlockSize)) << "shrinking trimmed the tail";
+  // Power cut; the table as last saved; a new volume takes a's extents: zeros.
+  b.reset();
+  def.reset();
+  vols.reset();
+  rig.PowerCutAndReopen(7);
+  if (HasFatalFailure()) return;
+  vols = std::make_unique<Volumes>(*rig.volume, saved, save);
+  ASSERT_EQ(vols->List().size(), 2u);
+  ASSERT_TRUE(vols->Create("c", a_size).ok());
+  auto c = std::move(vols->Open("c")).value();
+  for (uint64_t lba : {uint64_t{0}, uint64_t{299}, a_size - 1}) {
+    ASSERT_TRUE(vols->Read(*c, lba, back).ok());
+    EXPECT_EQ(back, Block(kBlockSize)) << "a deleted volume's block " << lba << " came back";
+  }
+  b = std::move(vols->Open("b")).value();
+  ASSERT_TRUE(vols->Read(*b, 0, back).ok());
+  EXPECT_EQ(back, block('b', 0));
+  for (const VolumeReport& r : vols->List()) {
+    if (r.name == "c") {
+      EXPECT_EQ(r.counters.valid_blocks, 0u);
+    }
+  }
+}
+
+// Thin volumes whose sizes add up to more than the array holds: writing new blocks past
+// the capacity fails with NoSpace (never anything else), everything acknowledged before
+// stays readable, and a trim makes room again.
+TEST(VolumesTest, OvercommittedVolumesRunOutWithNoSpaceAndTrimsMakeRoom) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, 0, /*named_volumes=*/true);
+  const uint64_t cap = rig.volume->capacity_blocks();
+  Volumes vols(*rig.volume, {}, nullptr);
+  ASSERT_TRUE(vols.Create("t1", cap).ok());
+  ASSERT_TRUE(vols.Create("t2", cap).ok());
+  auto d = std::move(vols.Open("")).value();
+  auto t1 = std::move(vols.Open("t1")).value();
+  auto t2 = std::move(vols.Open("t2")).value();
+  Block b(BlocksToBytes(16)), back(kBlockSize);
+  uint64_t written = 0;
+  Status s;
+  std::map<std::pair<int, uint64_t>, uint8_t> model;
+  Volumes::Handle* hs[] = {d.get(), t1.get(), t2.get()};
+  for (uint64_t lba = 0; lba + 16 <= cap; lba += 16) {
+    for (int v = 0; v < 3 && s.ok(); ++v) {
+      const auto mark = static_cast<uint8_t>(1 + rng() % 250);
+      std::fill(b.begin(), b.end(), std::byte{mark});
+      s = vols.Write(*hs[v], lba, b);
+      if (s.ok()) {
+        for (uint64_t i = 0; i < 16; ++i) model[{v, lba + i}] = mark;
+        written += 16;
+      }
+    }
+    if (!s.ok()) break;
+  }
+  ASSERT_EQ(s.code(), StatusCode::kNoSpace) << s.ToString();
+  std::printf("NoSpace after %llu blocks over a capacity of %llu\n", (unsigned long long)written, (unsigned long long)cap);
+  EXPECT_LE(rig.volume->stats().engine.valid_blocks, cap);
+  EXPECT_GT(written, cap - 64);
+  for (const auto& [key, mark] : model) {
+    if (rng() % 8) continue;
+    ASSERT_TRUE(vols.Read(*hs[key.first], key.second, back).ok());
+    ASSERT_EQ(back[0], std::byte{mark});
+  }
+  // Overwrites of written blocks still work; new blocks do not, until a trim makes room.
+  ASSERT_TRUE(vols.Write(*d, 0, std::span(b).first(kBlockSize)).ok());
+  ASSERT_EQ(model.count({2, cap - 1}), 0u) << "t2's last blocks were never written";
+  EXPECT_EQ(vols.Write(*t2, cap - 16, b).code(), StatusCode::kNoSpace);
+  ASSERT_TRUE(vols.Trim(*d, 0, 512).ok());
+  for (uint64_t i = 16; i <= 256; i += 16) ASSERT_TRUE(vols.Write(*t2, cap - i, b).ok()) << i;
+  ASSERT_TRUE(vols.Read(*d, 5, back).ok());
+  EXPECT_EQ(back, Block(kBlockSize));
+  EXPECT_LE(rig.volume->stats().engine.valid_blocks, cap);
+}
+
+}  // namespace
+}  // namespace eraid
