@@ -116,6 +116,29 @@ Result<uint32_t> ParseIndex(const std::string& text, uint32_t limit, const char*
   return static_cast<uint32_t>(v);
 }
 
+Json VolumeJson(const VolumeReport& r) {
+  const ExtentCounters& c = r.counters;
+  return Json()
+      .Str("name", r.name)
+      .Int("size_bytes", BlocksToBytes(r.size_blocks))
+      .Int("written_bytes", BlocksToBytes(c.user_blocks))
+      .Int("valid_bytes", BlocksToBytes(c.valid_blocks))
+      .Int("trimmed_bytes", BlocksToBytes(c.trimmed_blocks))
+      .Num("wa", Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)), double(BlocksToBytes(c.user_blocks))))
+      .Int("reads", r.reads)
+      .Int("writes", r.writes)
+      .Int("connections", uint64_t(r.connections));
+}
+
+std::string VolumeLine(const VolumeReport& r) {
+  const ExtentCounters& c = r.counters;
+  return "  " + r.name + "  " + Mib(BlocksToBytes(r.size_blocks)) + ", " + Mib(BlocksToBytes(c.valid_blocks)) +
+         " valid, " + Mib(BlocksToBytes(c.user_blocks)) + " written, WA " +
+         Fixed(Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)), double(BlocksToBytes(c.user_blocks)))) + ", " +
+         std::to_string(r.reads) + " reads, " + std::to_string(r.writes) + " writes, " + std::to_string(r.connections) +
+         " connections\n";
+}
+
 AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   const ArrayStats as = a.array().stats();
   const VolumeStats vs = a.volume().stats();
@@ -205,6 +228,13 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                          .Int("repairs", as.repairs)
                          .Int("data_loss", as.data_loss))
       .Arr("devices", devices);
+  std::vector<Json> vol_json;
+  std::string vol_text;
+  for (const VolumeReport& r : a.volumes().List()) {
+    vol_json.push_back(VolumeJson(r));
+    vol_text += VolumeLine(r);
+  }
+  j.Arr("volumes", vol_json);
   const SchedulerOptions& so = a.scheduler_options();
   const PhysicalUse use = a.Physical();
   const double budget_use = so.beta > 0 && use.flash_bytes ? double(use.used_bytes) / (so.beta * double(use.flash_bytes)) : 0;
@@ -272,7 +302,7 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
        " CRC mismatches, " + std::to_string(as.repairs) + " repaired, " + std::to_string(as.data_loss) + " lost\n";
-  t += sched_text + "\n" + rebuild_text + "devices:\n" + dev_text;
+  t += sched_text + "\n" + rebuild_text + "volumes:\n" + vol_text + "devices:\n" + dev_text;
   return {0, t};
 }
 
@@ -354,6 +384,45 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
   return {0, t};
 }
 
+// volume create NAME SIZE | resize NAME SIZE | delete NAME | list
+AdminReply Volume_(ArrayDir& a, const std::vector<std::string>& words, bool json) {
+  const std::string& op = words[1];
+  Volumes& v = a.volumes();
+  auto size_of = [&](const std::string& text) -> Result<uint64_t> {
+    ERAID_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(text));
+    if (bytes == 0 || bytes % kBlockSize != 0) return Status::InvalidArgument("size must be a positive multiple of 4 KiB");
+    return BytesToBlocks(bytes);
+  };
+  Status s;
+  if (op == "list" && words.size() == 2) {
+    const std::vector<VolumeReport> list = v.List();
+    std::vector<Json> js;
+    std::string t = "volumes (" + std::to_string(list.size()) + "; " + Mib(BlocksToBytes(v.provisioned_blocks())) +
+                    " provisioned of at most " + Mib(BlocksToBytes(v.limit_blocks())) + ", the array holds " +
+                    Mib(BlocksToBytes(a.volume().capacity_blocks())) + "):\n";
+    for (const VolumeReport& r : list) {
+      js.push_back(VolumeJson(r));
+      t += VolumeLine(r);
+    }
+    Json j;
+    j.Arr("volumes", js).Int("provisioned_bytes", BlocksToBytes(v.provisioned_blocks()))
+        .Int("limit_bytes", BlocksToBytes(v.limit_blocks()))
+        .Int("capacity_bytes", BlocksToBytes(a.volume().capacity_blocks()));
+    return {0, json ? j.str() + "\n" : t};
+  } else if ((op == "create" || op == "resize") && words.size() == 4) {
+    auto blocks = size_of(words[3]);
+    if (!blocks.ok()) return Error(2, blocks.status().message());
+    s = op == "create" ? v.Create(words[2], *blocks) : v.Resize(words[2], *blocks);
+  } else if (op == "delete" && words.size() == 3) {
+    s = v.Delete(words[2]);
+  } else {
+    return Error(2, "usage: volume list | create NAME SIZE | resize NAME SIZE | delete NAME");
+  }
+  if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.message());
+  const std::string what = op + "d volume " + words[2];
+  return {0, json ? Json().Str("volume", words[2]).Str("done", op).str() + "\n" : what + "\n"};
+}
+
 }  // namespace
 
 AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& in,
@@ -371,6 +440,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     return {0, json ? j.str() + "\n" : text + "\n"};
   };
   if (verb == "status" && words.size() == 1) return Status_(a, state, json);
+  if (verb == "volume" && words.size() >= 2) return Volume_(a, words, json);
   if (verb == "inspect" && (words.size() == 1 || words.size() == 2)) {
     uint32_t bins = 20;
     if (words.size() == 2) {

@@ -37,6 +37,7 @@ void SetServingDriveOptions(DriveOptions* d) {
 // it and before its lock, into the drives' shared memo: the drives (their cache workers,
 // under no lock of the volume's) then find both copies of a mirrored block done.
 VolumeOptions ServingVolumeOptions(VolumeOptions vo, const DriveOptions& d) {
+  Volumes::SetOptions(&vo);  // the LBA space named volumes take extents of
   if (d.memo && d.codec.enabled) {
     vo.before_write = [memo = d.memo, codec = d.codec](std::span<const std::byte> block) {
       memo->Prime(codec, block.data(), Crc32c(block));
@@ -68,15 +69,21 @@ Status WriteKeyValues(const std::string& dir, const char* name, const char* magi
   for (const auto& [k, v] : kv) body += k + "=" + v + "\n";
   body += "crc32c=" + Hex(Crc32c(body.data(), body.size())) + "\n";
   const std::string tmp = dir + "/" + name + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << body;
-    f.flush();
-    if (!f) return Status::IoError("cannot write " + tmp);
-  }
+  // Durable before it replaces the old one, and the rename durable before we return:
+  // the volume table orders itself with the data by it (log/volumes.h).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
+  const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) return Status::IoError("cannot write " + tmp + ": " + std::strerror(errno));
   std::error_code ec;
   std::filesystem::rename(tmp, dir + "/" + name, ec);
-  return ec ? Status::IoError("cannot rename " + tmp + ": " + ec.message()) : Status::Ok();
+  if (ec) return Status::IoError("cannot rename " + tmp + ": " + ec.message());
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
 }
 
 Status WriteManifest(const std::string& dir, const std::map<std::string, std::string>& kv) {
@@ -115,6 +122,51 @@ Result<std::map<std::string, std::string>> ReadManifest(const std::string& dir) 
     return Status::NotFound("no array in " + dir + " (" + dir + "/" + kManifest + " missing)");
   }
   return kv;
+}
+
+// The table of named volumes (docs/format/array-dir.md): volume.NAME=SIZE_BLOCKS EXTENT,...
+constexpr const char* kVolumesFile = "volumes";
+constexpr const char* kVolumesMagic = "eraid-volumes 1";
+
+Status SaveVolumes(const std::string& dir, const std::vector<VolumeRecord>& table) {
+  std::map<std::string, std::string> kv;
+  for (const VolumeRecord& r : table) {
+    std::string extents;
+    for (uint32_t x : r.extents) extents += (extents.empty() ? "" : ",") + std::to_string(x);
+    kv["volume." + r.name] = std::to_string(r.size_blocks) + " " + extents;
+  }
+  return WriteKeyValues(dir, kVolumesFile, kVolumesMagic, kv);
+}
+
+Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
+  ERAID_ASSIGN_OR_RETURN(auto kv, ReadKeyValues(dir, kVolumesFile, kVolumesMagic));
+  const std::string path = dir + "/" + kVolumesFile;
+  std::vector<VolumeRecord> table;
+  for (const auto& [k, v] : kv) {
+    if (k.rfind("volume.", 0) != 0) return Status::Corruption(path + ": unknown key '" + k + "'");
+    VolumeRecord r;
+    r.name = k.substr(7);
+    ERAID_RETURN_IF_ERROR(Volumes::CheckName(r.name).WithContext(path));
+    std::istringstream in(v);
+    std::string extents;
+    if (!(in >> r.size_blocks >> extents) || r.size_blocks == 0) return Status::Corruption(path + ": bad volume '" + r.name + "'");
+    std::istringstream list(extents);
+    std::string x;
+    while (std::getline(list, x, ',')) {
+      try {
+        r.extents.push_back(static_cast<uint32_t>(std::stoul(x)));
+      } catch (...) {
+        return Status::Corruption(path + ": bad extent in volume '" + r.name + "'");
+      }
+    }
+    if (r.extents.size() != (r.size_blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks) {
+      return Status::Corruption(path + ": volume '" + r.name + "' has the wrong number of extents for its size");
+    }
+    table.push_back(std::move(r));
+  }
+  // The default volume first: its extents are the array's first.
+  std::stable_partition(table.begin(), table.end(), [](const VolumeRecord& r) { return r.name == Volumes::kDefault; });
+  return table;
 }
 
 // The lifetime counters' file (docs/format/array-dir.md).
@@ -213,6 +265,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
   ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume, a->drive_options_)));
+  ERAID_RETURN_IF_ERROR(a->OpenVolumes(Volumes::DefaultTable(a->volume_->capacity_blocks())));
   std::map<std::string, std::string> kv{
       {"devices", std::to_string(o.devices)},
       {"compression", o.drive.codec.enabled ? "zstd:" + std::to_string(o.drive.codec.zstd_level) : "none"},
@@ -319,6 +372,10 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
   ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo, drive)));
+  // An array from before named volumes has no table: its volume is the default one.
+  auto table = LoadVolumes(dir);
+  if (!table.ok() && table.status().code() != StatusCode::kNotFound) return table.status();
+  ERAID_RETURN_IF_ERROR(a->OpenVolumes(table.ok() ? *table : Volumes::DefaultTable(a->volume_->capacity_blocks())));
   return a;
 }
 
@@ -332,6 +389,12 @@ std::vector<DriveStats> ArrayDir::drive_stats() const {
   std::vector<DriveStats> v;
   for (const auto& d : drives_) v.push_back(d->stats());
   return v;
+}
+
+Status ArrayDir::OpenVolumes(std::vector<VolumeRecord> table) {
+  volumes_ = std::make_unique<Volumes>(*volume_, std::move(table),
+                                       [dir = dir_](const std::vector<VolumeRecord>& t) { return SaveVolumes(dir, t); });
+  return SaveVolumes(dir_, volumes_->Table());
 }
 
 void ArrayDir::StartServing() {
@@ -399,6 +462,7 @@ Status ArrayDir::Close() {
 ArrayDir::~ArrayDir() {
   StopSaver();
   scheduler_.reset();
+  volumes_.reset();
   volume_.reset();
   array_.reset();
   drives_.clear();

@@ -21,6 +21,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/file_backend.h"
 #include "log/volume.h"
+#include "log/volumes.h"
 #include "raid/array.h"
 #include "scheduler/scheduler.h"
 
@@ -72,7 +73,10 @@ class ArrayDir {
   Status Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
                  const std::function<void(const RebuildProgress&)>& progress);
 
+  // The log over the whole array (the default volume's LBAs are its first), and the
+  // named volumes on it.
   Volume& volume() { return *volume_; }
+  Volumes& volumes() { return *volumes_; }
   ElasticArray& array() { return *array_; }
   // Each drive's counters (a replacement may swap a drive at any time: no references out).
   std::vector<DriveStats> drive_stats() const;
@@ -93,6 +97,7 @@ class ArrayDir {
   Status Lock();
   Status WriteManifestFile() const;
   Status SaveLifetime() const;
+  Status OpenVolumes(std::vector<VolumeRecord> table);
   void StopSaver();
   std::string dir_;
   int lock_fd_ = -1;
@@ -107,6 +112,7 @@ class ArrayDir {
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;
   std::unique_ptr<Volume> volume_;
+  std::unique_ptr<Volumes> volumes_;
   SchedulerOptions scheduler_options_;
   std::unique_ptr<Scheduler> scheduler_;
   LifetimeCounters lifetime_base_;  // as loaded at open (opens counted)

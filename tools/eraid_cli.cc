@@ -43,6 +43,7 @@ int Usage(std::ostream& out, int rc) {
          "  scrub     read every block and check CRCs, parity and mirrors; repair what it can\n"
          "  convert   convert segments to RAID5 or RAID10\n"
          "  inspect   dump the superblock, bitmap and segment table\n"
+         "  volume    create, list, resize or delete the array's named volumes (NBD exports)\n"
          "  demo      fio over NBD on emulated drives: fail a drive mid-run, rebuild, summary\n";
   return rc;
 }
@@ -137,6 +138,45 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     std::fflush(stdout);
   }
   return 0;
+}
+
+// eraid volume create|list|resize|delete --dir DIR [--name NAME] [--size SIZE] [--json]
+int VolumeCommand(int argc, char** argv) {
+  const std::string synopsis =
+      "eraid volume create|list|resize|delete --dir DIR [--name NAME] [--size SIZE] [--json]\n"
+      "Named, thinly provisioned volumes on the array, each an NBD export by name\n"
+      "(nbd+unix:///NAME?socket=DIR/nbd.sock; the default volume is the default export). Works\n"
+      "while served and offline. Sizes may add up to 4x what the array holds; space is taken as\n"
+      "written and given back by trims and deletes. A volume open by a connection is not deleted.";
+  const std::string op = argc >= 2 ? argv[1] : "";
+  if (op == "--help" || op == "-h") {
+    std::cout << synopsis << "\n";
+    return 0;
+  }
+  if (op != "create" && op != "list" && op != "resize" && op != "delete") {
+    return Die("volume", Status::InvalidArgument("give create, list, resize or delete (eraid volume --help)"), 2);
+  }
+  std::string dir, name, size;
+  bool json = false;
+  po::options_description desc(synopsis + "\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
+      ("name", po::value(&name), "the volume (create, resize, delete)")
+      ("size", po::value(&size), "its size (create, resize), e.g. 512M, 2G")
+      ("json", po::bool_switch(&json), "print JSON");
+  po::variables_map vm;
+  if (int rc = Parse("volume " + op, desc, argc - 1, argv + 1, &vm); rc >= 0) return rc;
+  std::vector<std::string> words{"volume", op};
+  if (op != "list") {
+    if (name.empty()) return Die("volume", Status::InvalidArgument("--name is required to " + op), 2);
+    words.push_back(name);
+  }
+  if (op == "create" || op == "resize") {
+    if (size.empty()) return Die("volume", Status::InvalidArgument("--size is required to " + op), 2);
+    words.push_back(size);
+  } else if (!size.empty()) {
+    return Die("volume", Status::InvalidArgument("--size is only for create and resize"), 2);
+  }
+  return Admin("volume", dir, words, json, false);
 }
 
 int Create(int argc, char** argv) {
@@ -386,6 +426,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return Serve(argc - 1, argv + 1);
   if (cmd == "stop") return Stop(argc - 1, argv + 1);
   if (cmd == "demo") return RunDemo(argc - 1, argv + 1);
+  if (cmd == "volume") return VolumeCommand(argc - 1, argv + 1);
   for (const char* admin : {"status", "fail", "replace", "scrub", "convert", "inspect"}) {
     if (cmd == admin) return AdminCommand(cmd, argc - 1, argv + 1);
   }

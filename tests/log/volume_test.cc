@@ -586,5 +586,58 @@ TEST(VolumesTest, OvercommittedVolumesRunOutWithNoSpaceAndTrimsMakeRoom) {
   EXPECT_LE(rig.volume->stats().engine.valid_blocks, cap);
 }
 
+// Writers and readers on their own volumes while another thread creates, resizes and
+// deletes others (the TSan pass runs it): each writer reads back its own blocks.
+TEST(VolumeTest, ConcurrentNamedVolumesIoBesideCreateResizeDelete) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 8192, 4, 4, 0, /*named_volumes=*/true);
+  Volumes vols(*rig.volume, {}, nullptr);
+  constexpr int kWriters = 3;
+  for (int t = 0; t < kWriters; ++t) ASSERT_TRUE(vols.Create("w" + std::to_string(t), 600).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread admin([&] {
+    std::mt19937_64 rng(seed);
+    for (int i = 0; !stop; ++i) {
+      const std::string name = "x" + std::to_string(i % 4);
+      Status s = vols.Create(name, 1 + rng() % 5000);
+      if (s.ok()) {
+        auto h = vols.Open(name);
+        Block b(kBlockSize, std::byte{7});
+        if (!h.ok() || !vols.Write(**h, 0, b).ok()) ++failures;
+        h = Status::NotFound("closed");
+        if (!vols.Resize(name, 1 + rng() % 20000).ok()) ++failures;
+        if (!vols.Delete(name).ok()) ++failures;
+      }
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kWriters; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + 1 + t);
+      auto h = std::move(vols.Open("w" + std::to_string(t))).value();
+      std::vector<uint8_t> model(600, 0);
+      Block b(kBlockSize), back(kBlockSize);
+      for (int i = 0; i < 3000; ++i) {
+        const uint64_t lba = rng() % 600;
+        if (rng() % 3) {
+          const auto v = static_cast<uint8_t>(1 + rng() % 250);
+          std::fill(b.begin(), b.end(), std::byte{v});
+          if (!vols.Write(*h, lba, b).ok()) ++failures;
+          model[lba] = v;
+        } else if (!vols.Read(*h, lba, back).ok() || back[0] != std::byte{model[lba]}) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  stop = true;
+  admin.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(vols.List().size(), size_t{1 + kWriters});
+}
+
 }  // namespace
 }  // namespace eraid

@@ -31,6 +31,7 @@ int Fail(const eraid::Status& s) {
   nbdkit_error("eraid: %s", s.ToString().c_str());
   nbdkit_set_error(s.code() == eraid::StatusCode::kInvalidArgument ? EINVAL
                    : s.code() == eraid::StatusCode::kNoSpace      ? ENOSPC
+                   : s.code() == eraid::StatusCode::kNotFound     ? ENOENT
                                                                   : EIO);
   return -1;
 }
@@ -88,9 +89,36 @@ void Unload() {
   }
 }
 
-void* Open(int) { return g_array.get(); }
+// A connection: the volume its export name chose ("" or "default": the default one).
+struct Conn {
+  std::shared_ptr<eraid::Volumes::Handle> volume;
+};
 
-int64_t GetSize(void*) { return static_cast<int64_t>(eraid::BlocksToBytes(g_array->volume().capacity_blocks())); }
+eraid::Volumes& Vols() { return g_array->volumes(); }
+eraid::Volumes::Handle& Vol(void* h) { return *static_cast<Conn*>(h)->volume; }
+
+void* Open(int) {
+  const char* name = nbdkit_export_name();
+  auto v = Vols().Open(name ? name : "");
+  if (!v.ok()) {
+    nbdkit_error("eraid: %s", v.status().ToString().c_str());
+    nbdkit_set_error(ENOENT);
+    return nullptr;
+  }
+  return new Conn{std::move(v).value()};
+}
+
+void Close(void* h) { delete static_cast<Conn*>(h); }
+
+int ListExports(int, int, struct nbdkit_exports* exports) {
+  for (const eraid::VolumeReport& r : Vols().List()) {
+    const std::string desc = std::to_string(eraid::BlocksToBytes(r.size_blocks) >> 20) + " MiB eraid volume";
+    if (nbdkit_add_export(exports, r.name.c_str(), desc.c_str()) == -1) return -1;
+  }
+  return 0;
+}
+
+int64_t GetSize(void* h) { return static_cast<int64_t>(eraid::BlocksToBytes(Vols().size_blocks(Vol(h)))); }
 
 int BlockSize(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) {
   *minimum = eraid::kBlockSize;
@@ -99,15 +127,15 @@ int BlockSize(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) 
   return 0;
 }
 
-int Pread(void*, void* buf, uint32_t count, uint64_t offset, uint32_t) {
+int Pread(void* h, void* buf, uint32_t count, uint64_t offset, uint32_t) {
   if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned read"));
-  eraid::Status s = g_array->volume().Read(offset / eraid::kBlockSize, {static_cast<std::byte*>(buf), count});
+  eraid::Status s = Vols().Read(Vol(h), offset / eraid::kBlockSize, {static_cast<std::byte*>(buf), count});
   return s.ok() ? 0 : Fail(s);
 }
 
-int Pwrite(void*, const void* buf, uint32_t count, uint64_t offset, uint32_t flags) {
+int Pwrite(void* h, const void* buf, uint32_t count, uint64_t offset, uint32_t flags) {
   if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned write"));
-  eraid::Status s = g_array->volume().Write(offset / eraid::kBlockSize, {static_cast<const std::byte*>(buf), count});
+  eraid::Status s = Vols().Write(Vol(h), offset / eraid::kBlockSize, {static_cast<const std::byte*>(buf), count});
   if (s.ok() && (flags & NBDKIT_FLAG_FUA)) s = g_array->volume().Flush();
   return s.ok() ? 0 : Fail(s);
 }
@@ -117,9 +145,9 @@ int Flush(void*, uint32_t) {
   return s.ok() ? 0 : Fail(s);
 }
 
-int Trim(void*, uint32_t count, uint64_t offset, uint32_t flags) {
+int Trim(void* h, uint32_t count, uint64_t offset, uint32_t flags) {
   if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned trim"));
-  eraid::Status s = g_array->volume().Trim(offset / eraid::kBlockSize, count / eraid::kBlockSize);
+  eraid::Status s = Vols().Trim(Vol(h), offset / eraid::kBlockSize, count / eraid::kBlockSize);
   if (s.ok() && (flags & NBDKIT_FLAG_FUA)) s = g_array->volume().Flush();
   return s.ok() ? 0 : Fail(s);
 }
@@ -130,14 +158,14 @@ int Zero(void* h, uint32_t count, uint64_t offset, uint32_t flags) { return Trim
 
 // Block status (base:allocation) from the volume's map: unwritten and trimmed blocks are
 // holes that read as zeros, so nbdcopy and qemu-img skip them.
-int Extents(void*, uint32_t count, uint64_t offset, uint32_t flags, struct nbdkit_extents* extents) {
+int Extents(void* h, uint32_t count, uint64_t offset, uint32_t flags, struct nbdkit_extents* extents) {
   const uint64_t first = offset / eraid::kBlockSize;
   const uint64_t end_byte = offset + count;
   const uint64_t blocks = (end_byte + eraid::kBlockSize - 1) / eraid::kBlockSize - first;
-  const uint64_t cap = g_array->volume().capacity_blocks();
+  const uint64_t cap = Vols().size_blocks(Vol(h));
   if (count == 0 || first >= cap || blocks > cap - first) return Fail(eraid::Status::InvalidArgument("extents beyond the volume"));
   uint64_t at = eraid::BlocksToBytes(first);
-  for (const eraid::Volume::Run& r : g_array->volume().Allocation(first, blocks)) {
+  for (const eraid::Volume::Run& r : Vols().Allocation(Vol(h), first, blocks)) {
     const uint64_t start = std::max(at, offset), end = std::min(at + eraid::BlocksToBytes(r.blocks), end_byte);
     const uint32_t type = r.written ? 0 : NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;
     if (end > start && nbdkit_add_extent(extents, start, end - start, type) == -1) return -1;
@@ -167,6 +195,8 @@ static struct nbdkit_plugin plugin = [] {
   p.after_fork = AfterFork;
   p.unload = Unload;
   p.open = Open;
+  p.close = Close;
+  p.list_exports = ListExports;
   p.get_size = GetSize;
   p.block_size = BlockSize;
   p.pread = Pread;
