@@ -348,7 +348,7 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
       }
       ++s.valid_blocks;
       s.lba_max = lba;  // in LBA order
-      ++s.histogram[lba * bins / address_blocks_];
+      if (lba < capacity_blocks_) ++s.histogram[lba * bins / capacity_blocks_];  // the default volume's
     });
   }
   return out;

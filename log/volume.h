@@ -135,8 +135,9 @@ class Volume {
   };
   std::vector<Run> Allocation(uint64_t lba, uint64_t blocks) const;
   // Where each segment's valid blocks live in the volume's LBA space: their count, lowest
-  // and highest LBA, and a histogram over `bins` equal parts of the capacity (a segment GC
-  // filled from many places shows it). Indexed by segment id, `segments` entries in all
+  // and highest LBA, and a histogram over `bins` equal parts of the capacity, the default
+  // volume's LBAs (a segment GC filled from many places shows it; other named volumes'
+  // blocks are counted but not binned). Indexed by segment id, `segments` entries in all
   // (those with no valid block have valid_blocks 0). The map is read in pieces, each under
   // the volume's shared lock, so writes go on meanwhile and a busy volume gives a summary
   // of a moving target.

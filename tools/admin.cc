@@ -125,8 +125,8 @@ Json VolumeJson(const VolumeReport& r) {
       .Int("valid_bytes", BlocksToBytes(c.valid_blocks))
       .Int("trimmed_bytes", BlocksToBytes(c.trimmed_blocks))
       .Num("wa", Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)), double(BlocksToBytes(c.user_blocks))))
-      .Int("reads", r.reads)
-      .Int("writes", r.writes)
+      .Int("read_requests", r.reads)
+      .Int("write_requests", r.writes)
       .Int("connections", uint64_t(r.connections));
 }
 

@@ -42,7 +42,7 @@ for _ in $(seq 100); do [ -e "$FUSE/nbd" ] && break; sleep 0.1; done
 [ -e "$FUSE/nbd" ] || { echo "fs_on_volume: nbdfuse did not come up" >&2; exit 1; }
 LOOP=$(losetup -f --show "$FUSE/nbd")
 step "$LOOP over nbdfuse, $(cat "/sys/block/$(basename "$LOOP")/queue/logical_block_size")-byte sectors"
-valid_mib() { "$ERAID" status --dir "$A" --json | grep -o '"valid_bytes":[0-9]*' | cut -d: -f2 | awk '{ print int($1 / 1048576) }'; }
+valid_mib() { "$ERAID" status --dir "$A" --json | grep -o '"valid_bytes":[0-9]*' | head -1 | cut -d: -f2 | awk '{ print int($1 / 1048576) }'; }
 mkfs.ext4 -q "$LOOP"
 # mkfs discards the whole device first: trims unmap, so the volume holds only what mkfs
 # wrote afterwards (a few MiB of metadata), not the whole device as zeros.
