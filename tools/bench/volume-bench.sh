@@ -83,21 +83,22 @@ for v in v1 v2; do
   fio --name=fill --ioengine=nbd --uri="$(u $v)" --rw=write --bs=256k --iodepth=8 \
       --buffer_compress_percentage=50 --refill_buffers >/dev/null 2>&1
 done
-# run RW VOLUME...: total IOPS of one fio process with a job per volume, all at once
-# (QD 16 each, RUNTIME s; one process either way, so fio's own CPU is alike).
+# run RW QD VOLUME...: total IOPS of one fio process with a job per volume, all at once
+# (QD each, RUNTIME s; one process either way, so fio's own CPU is alike).
 run() {
-  local rw=$1; shift
+  local rw=$1 qd=$2; shift 2
   local jobs=() v
   for v in "$@"; do jobs+=(--name="$v" --uri="$(u "$v")"); done
-  terse_iops "$(fio --ioengine=nbd --rw="$rw" --bs=4k --iodepth=16 --refill_buffers --buffer_compress_percentage=50 \
+  terse_iops "$(fio --ioengine=nbd --rw="$rw" --bs=4k --iodepth="$qd" --refill_buffers --buffer_compress_percentage=50 \
       --randrepeat=0 --time_based --runtime="$RUNTIME" --group_reporting "${jobs[@]}" \
       --output-format=terse --terse-version=3 2>/dev/null | grep '^3;' | tail -1)"
 }
-declare -A one two
+declare -A one two one32
 for rw in randwrite randread; do
-  say volume-bench "$rw: one volume, then two side by side"
-  one[$rw]=$(run $rw v1)
-  two[$rw]=$(run $rw v1 v2)
+  say volume-bench "$rw: one volume, two side by side, one at QD 32"
+  one[$rw]=$(run $rw 16 v1)
+  two[$rw]=$(run $rw 16 v1 v2)
+  one32[$rw]=$(run $rw 32 v1)
 done
 array_down "$ERAID" "$A"
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -122,12 +123,14 @@ OUT=$WORK/section.md
   echo "| not sent | **$wa_n** | $valid_n | $written_n | $gc_n | $trimmed_n |"
   echo
   echo "**Two volumes side by side** (each half the array, written full first; one fio process,"
-  echo "4 KiB, QD 16 on each volume, ${RUNTIME} s): total IOPS of both against one volume alone."
+  echo "4 KiB, QD 16 on each volume, ${RUNTIME} s): total IOPS of both against one volume alone,"
+  echo "and one volume at the same total queue depth (32), which tells the volumes apart from the"
+  echo "deeper queue."
   echo
-  echo "| | one volume | two volumes, total | two / one |"
-  echo "|---|---|---|---|"
+  echo "| | one volume, QD 16 | two volumes, QD 16 each | two / one | one volume, QD 32 |"
+  echo "|---|---|---|---|---|"
   for rw in randwrite randread; do
-    echo "| $rw | ${one[$rw]} | ${two[$rw]} | $(ratio "${two[$rw]}" "${one[$rw]}")× |"
+    echo "| $rw | ${one[$rw]} | ${two[$rw]} | $(ratio "${two[$rw]}" "${one[$rw]}")× | ${one32[$rw]} |"
   done
 } > "$OUT"
 if [ "$QUICK" = 1 ]; then cat "$OUT"; else write_section volume-bench "$OUT"; fi
