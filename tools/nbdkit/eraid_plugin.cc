@@ -2,8 +2,10 @@
 // `eraid create`) as an NBD export. nbdkit is the server; this is only the block device.
 //   nbdkit --unix SOCKET ./nbdkit-eraid-plugin.so dir=DIR
 // It also answers the admin socket DIR/admin.sock (tools/admin.h) for `eraid status` etc.
+// Each named volume (log/volumes.h) is the export of its name; "" is the default volume.
 // Thread model parallel (the volume serialises internally); requests must be 4 KiB
 // aligned (advertised as the minimum block size) and inside the volume, else EINVAL.
+// Trim and zero unmap; block status comes from the log's map.
 // `eraid serve` puts nbdkit's blocksize filter in front, so its clients may send any
 // size and alignment (tools/serve.cc).
 #define NBDKIT_API_VERSION 2
