@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -93,14 +94,26 @@ double JsonField(const std::string& json, const std::string& key) {
 int StatusInterval(const std::string& dir, double interval, uint64_t count, bool json) {
   const char* keys[] = {"user_written_bytes", "gc_written_bytes", "raid_written_bytes", "device_stored_bytes",
                         "flash_written_bytes", "trimmed_bytes"};
-  auto sample = [&](std::array<double, 6>* out) -> Status {
+  // Per volume: its request counts (name -> reads, writes), from status's "volumes" list.
+  using Requests = std::map<std::string, std::pair<double, double>>;
+  auto sample = [&](std::array<double, 6>* out, Requests* vols) -> Status {
     ERAID_ASSIGN_OR_RETURN(AdminReply r, AdminCall(dir, {"status", "--json"}, nullptr));
     if (r.rc != 0) return Status::IoError(r.text);
     for (size_t i = 0; i < 6; ++i) (*out)[i] = JsonField(r.text, keys[i]);
+    vols->clear();
+    const size_t list = r.text.find("\"volumes\":[");
+    for (size_t at = r.text.find("{\"name\":\"", list); list != std::string::npos && at != std::string::npos;
+         at = r.text.find("{\"name\":\"", at + 1)) {
+      const size_t name_end = r.text.find('"', at + 9);
+      const size_t obj_end = r.text.find('}', at);
+      const std::string obj = r.text.substr(at, obj_end - at);
+      (*vols)[r.text.substr(at + 9, name_end - at - 9)] = {JsonField(obj, "read_requests"), JsonField(obj, "write_requests")};
+    }
     return Status::Ok();
   };
   std::array<double, 6> prev{}, cur{};
-  if (Status s = sample(&prev); !s.ok()) {
+  Requests prev_vols, cur_vols;
+  if (Status s = sample(&prev, &prev_vols); !s.ok()) {
     if (s.code() == StatusCode::kNotFound) s = Status::NotFound("--interval needs the array served (eraid serve --dir " + dir + ")");
     return Die("status", s);
   }
@@ -116,7 +129,7 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
   auto last = start;
   for (uint64_t line = 0; count == 0 || line < count; ++line) {
     std::this_thread::sleep_until(last + std::chrono::duration<double>(interval));
-    if (Status s = sample(&cur); !s.ok()) return Die("status", s);
+    if (Status s = sample(&cur, &cur_vols); !s.ok()) return Die("status", s);
     const auto now = std::chrono::steady_clock::now();
     const double secs = std::chrono::duration<double>(now - last).count();
     const double elapsed = std::chrono::duration<double>(now - start).count();
@@ -124,16 +137,28 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     std::array<double, 6> d{};
     for (size_t i = 0; i < 6; ++i) d[i] = cur[i] - prev[i];
     prev = cur;
+    // Each volume's read and write requests per second (a volume made meanwhile from 0).
+    std::string vol_json, vol_text;
+    for (const auto& [name, rw] : cur_vols) {
+      const auto p = prev_vols.count(name) ? prev_vols[name] : std::pair<double, double>{0, 0};
+      const double r = (rw.first - p.first) / secs, w = (rw.second - p.second) / secs;
+      vol_json += std::string(vol_json.empty() ? "" : ",") + "{\"name\":\"" + name + "\",\"read_iops\":" + fixed(r, 0) +
+                  ",\"write_iops\":" + fixed(w, 0) + "}";
+      vol_text += "         " + name + ": " + fixed(r, 0) + " reads/s, " + fixed(w, 0) + " writes/s\n";
+    }
+    prev_vols = cur_vols;
     const double log_wa = wa(d[0] + d[1], d[0]), raid_wa = wa(d[2], d[0] + d[1]), dev_waf = wa(d[4], d[3]);
     if (json) {
       auto num = [&](double v) { return std::isnan(v) ? std::string("null") : fixed(v, 6); };
       std::printf("{\"seconds\":%s,\"user_bytes_per_sec\":%s,\"gc_bytes_per_sec\":%s,\"trimmed_bytes_per_sec\":%s,"
-                  "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s}}\n",
+                  "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s},\"volumes\":[%s]}\n",
                   fixed(elapsed, 3).c_str(), fixed(d[0] / secs, 0).c_str(), fixed(d[1] / secs, 0).c_str(),
-                  fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(), num(dev_waf).c_str());
+                  fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(), num(dev_waf).c_str(),
+                  vol_json.c_str());
     } else {
       std::printf("%8.1f %10.2f %10.2f %10.2f %8s %8s %8s\n", elapsed, d[0] / secs / 1e6, d[1] / secs / 1e6, d[5] / secs / 1e6,
                   fixed(log_wa, 3).c_str(), fixed(raid_wa, 3).c_str(), fixed(dev_waf, 3).c_str());
+      std::fputs(vol_text.c_str(), stdout);
     }
     std::fflush(stdout);
   }
@@ -362,7 +387,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   uint32_t bins = 20;
   bool json = false;
   std::string synopsis;
-  if (name == "status") synopsis = "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith --interval: while served, one line per N seconds with that interval's writes and WA per layer (like iostat).";
+  if (name == "status") synopsis = "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith --interval: while served, one line per N seconds with that interval's writes and WA per layer (like iostat),\nand each volume's reads and writes per second.";
   if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
   if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
   if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";

@@ -43,6 +43,7 @@ assert len(lines) == 3, lines
 # The copy writes during the interval: some interval wrote more than 1 MiB and has a log WA.
 busy = [l for l in lines if l["user_bytes_per_sec"] > 2**20]
 assert busy and all(l["wa"]["log"] is not None and l["wa"]["log"] >= 1.0 for l in busy), lines
+assert all(any(v["name"] == "default" and v["write_iops"] > 0 for v in l["volumes"]) for l in busy), lines
 print("status --interval:", lines)
 PY
 nbdcopy "$URI" "$WORK/out"
