@@ -32,6 +32,10 @@ import json, sys
 d = json.load(sys.stdin)
 assert all(v is None for v in d["wa"].values()), d["wa"]
 assert d["segments"]["raid5"] + d["segments"]["raid10"] == 0 < d["segments"]["open"], d["segments"]'
+# Zeroing is an unmap, so fast zero is advertised, and block status answers from the map.
+nbdinfo "$URI" > "$WORK/info"
+grep -q "can_fast_zero: true" "$WORK/info" && grep -q "base:allocation" "$WORK/info" ||
+  { cat "$WORK/info"; echo "nbd_roundtrip: fast zero or block status not advertised"; exit 1; }
 "$ERAID" status --dir "$WORK/array" --interval 1 --count 3 --json > "$WORK/interval" &
 STATUS_PID=$!
 nbdcopy "$WORK/img" "$URI"
