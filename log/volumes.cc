@@ -80,11 +80,23 @@ Result<std::shared_ptr<Volumes::Handle>> Volumes::Open(const std::string& name) 
   return Status::NotFound("no volume '" + name + "'");
 }
 
-uint64_t Volumes::provisioned_blocks() const {
-  std::shared_lock lock(mu_);
+uint64_t Volumes::ProvisionedLocked() const {
   uint64_t sum = 0;
   for (const auto& e : entries_) sum += e->size_blocks;
   return sum;
+}
+
+uint64_t Volumes::provisioned_blocks() const {
+  std::shared_lock lock(mu_);
+  return ProvisionedLocked();
+}
+
+Status Volumes::CheckProvisioningLocked(uint64_t more_blocks) const {
+  const uint64_t provisioned = ProvisionedLocked();
+  if (provisioned + more_blocks <= limit_blocks()) return Status::Ok();
+  return Status::NoSpace("volumes may add up to " + std::to_string(BlocksToBytes(limit_blocks()) >> 20) + " MiB (" +
+                         std::to_string(kOvercommit) + "x the array's capacity); " +
+                         std::to_string(BlocksToBytes(provisioned) >> 20) + " MiB are provisioned");
 }
 
 std::vector<uint32_t> Volumes::TakeExtents(uint64_t n) {
@@ -119,13 +131,7 @@ Status Volumes::Create(const std::string& name, uint64_t size_blocks) {
   if (entries_.size() >= kMaxVolumes) {
     return Status::NoSpace("an array holds at most " + std::to_string(kMaxVolumes) + " volumes");
   }
-  uint64_t provisioned = 0;
-  for (const auto& e : entries_) provisioned += e->size_blocks;
-  if (provisioned + size_blocks > limit_blocks()) {
-    return Status::NoSpace("volumes may add up to " + std::to_string(BlocksToBytes(limit_blocks()) >> 20) + " MiB (" +
-                           std::to_string(kOvercommit) + "x the array's capacity); " +
-                           std::to_string(BlocksToBytes(provisioned) >> 20) + " MiB are provisioned");
-  }
+  ERAID_RETURN_IF_ERROR(CheckProvisioningLocked(size_blocks));
   std::vector<uint32_t> extents = TakeExtents(ExtentsFor(size_blocks));
   if (extents.empty()) return Status::NoSpace("no free extents of the LBA space left");
   // Free extents were trimmed (and the trims flushed) when they were given back, and the
@@ -164,12 +170,7 @@ Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
     if (!e || e->closed) return Status::NotFound("no volume '" + name + "'");
     const uint64_t old = e->size_blocks;
     if (size_blocks > old) {
-      uint64_t provisioned = 0;
-      for (const auto& x : entries_) provisioned += x->size_blocks;
-      if (provisioned - old + size_blocks > limit_blocks()) {
-        return Status::NoSpace("volumes may add up to " + std::to_string(BlocksToBytes(limit_blocks()) >> 20) +
-                               " MiB; " + std::to_string(BlocksToBytes(provisioned) >> 20) + " MiB are provisioned");
-      }
+      ERAID_RETURN_IF_ERROR(CheckProvisioningLocked(size_blocks - old));
       const uint64_t more = ExtentsFor(size_blocks) - e->extents.size();
       std::vector<uint32_t> taken = TakeExtents(more);
       if (more > 0 && taken.empty()) return Status::NoSpace("no free extents of the LBA space left");

@@ -112,6 +112,9 @@ class Volumes {
   // Unmaps [from, to) of the extents' LBA space and flushes: nothing of them can come back.
   Status TrimExtents(const std::vector<uint32_t>& extents);
   Status SaveLocked() const;
+  uint64_t ProvisionedLocked() const;
+  // NoSpace if `more_blocks` more would take the sizes past limit_blocks().
+  Status CheckProvisioningLocked(uint64_t more_blocks) const;
   std::vector<uint32_t> TakeExtents(uint64_t n);  // under mu_ exclusively; lowest first
 
   Volume& log_;
