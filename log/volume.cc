@@ -54,6 +54,7 @@ class Volume::ArrayStore final : public SegmentStore {
 Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement)
     : array_(array), options_(options), placement_(std::move(placement)),
       store_(std::make_unique<ArrayStore>(array, options.scheme)), start_(std::chrono::steady_clock::now()) {
+  array.set_defer_row_writes(true);  // Write() and Trim() write them after the volume lock
   const ArrayGeometry& g = array.geometry();
   // Summaries take up to one position in every 169, and one per row when rows are short.
   const double per_segment = double(g.segment_positions()) *
@@ -76,6 +77,8 @@ Volume::~Volume() {
   }
   gc_flush_cv_.notify_all();
   if (gc_flusher_.joinable()) gc_flusher_.join();
+  array_.set_defer_row_writes(false);
+  array_.WriteQueuedRows();
 }
 
 void Volume::GcFlusher() {
@@ -186,7 +189,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
     for (uint64_t i = 0; i < blocks; ++i) options_.before_write(data.subspan(BlocksToBytes(i), kBlockSize));
   }
   bool free_due = false;
-  {
+  Status st = [&]() -> Status {
     std::lock_guard lock(mu_);
     if (address_blocks_ > capacity_blocks_) {
       // Thin volumes: the blocks this write maps anew must fit in the capacity.
@@ -207,7 +210,12 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
       done += n;
     }
     free_due = engine_->free_due();
-  }
+    return Status::Ok();
+  }();
+  // Rows this write (or GC in it) completed go to the devices now, without the lock
+  // (docs/raid.md, "Rows written outside the locks"): other writers append meanwhile.
+  array_.WriteQueuedRows();
+  ERAID_RETURN_IF_ERROR(st);
   // GC's victims wait for a flush that makes their copies durable: the volume's flusher
   // thread runs one, outside the lock, so no writer waits for it.
   if (free_due) {
@@ -237,8 +245,13 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
   constexpr uint64_t kPiece = LogEngine::kMaxTrimRecordBlocks;
   for (uint64_t done = 0; done < blocks;) {
     const uint64_t n = std::min(kPiece, blocks - done);
-    std::lock_guard lock(mu_);
-    ERAID_RETURN_IF_ERROR(engine_->Trim(lba + done, n));
+    Status st;
+    {
+      std::lock_guard lock(mu_);
+      st = engine_->Trim(lba + done, n);
+    }
+    array_.WriteQueuedRows();
+    ERAID_RETURN_IF_ERROR(st);
     done += n;
   }
   return Status::Ok();

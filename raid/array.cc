@@ -21,6 +21,19 @@ uint64_t JournalLba(uint64_t seq, uint32_t segments) {
 }
 }  // namespace
 
+// A full row on its way to the devices, written outside the array lock (Append).
+struct ElasticArray::PendingRow {
+  uint32_t segment = 0, row = 0;
+  SegmentScheme scheme = SegmentScheme::kFree;
+  uint64_t seq = 0;             // rows_detached_ when it was detached
+  uint32_t writable_mask = 0;   // devices that were writable then (the others are skipped)
+  AlignedBuffer buf;            // the row's blocks, read from here until the writes are done
+  // Set by its writer: each write's device and outcome; then `written`, after which
+  // reads go to the devices (the row stays listed until ApplyRowResultsLocked).
+  std::vector<std::pair<uint32_t, Status>> results;
+  std::atomic<bool> written{false};
+};
+
 struct ElasticArray::Segment {
   SegmentEntry entry;
   bool open = false;
@@ -35,6 +48,8 @@ struct ElasticArray::Segment {
   uint32_t batch_pos = kNoBatch;   // summary position of the open batch
   std::vector<SummaryEntry> batch;
   std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush
+  // Full rows detached by Append whose writes are not known to be done (ApplyRowResultsLocked).
+  std::vector<std::shared_ptr<PendingRow>> in_flight;
   // Conversion (Convert drops the lock between rows): one at a time per segment, and a
   // count of allocations and frees so a converter sees that its segment went away.
   bool converting = false;
@@ -178,19 +193,35 @@ class ElasticArray::Io {
         state->pending.fetch_sub(1, std::memory_order_release);
       });
     }
-    while (state->pending.load(std::memory_order_acquire) > 0) {
-      bool polled = false;
-      for (Backend* b : devices) {
-        if (b != nullptr && b->in_flight() > 0 && state->pending.load(std::memory_order_acquire) > 0) {
-          b->Poll(true);
-          polled = true;
-        }
-      }
-      if (!polled) std::this_thread::yield();  // a completion running on another thread
-    }
+    WaitShared(devices, state->pending);
     for (uint32_t d = 0; d < devices.size(); ++d) {
       if (!state->results[d].ok()) errors->emplace_back(d, state->results[d]);
     }
+  }
+
+  // Writes submitted without the array lock (a detached row), beside threads that hold it
+  // and poll the same devices; each write's outcome goes to *results. Device counts are
+  // left to the caller (ApplyRowResultsLocked).
+  void WriteUnlocked(const std::vector<DeviceWrite>& writes, std::vector<std::pair<uint32_t, Status>>* results) {
+    std::shared_lock lock(device_set_mu_);
+    struct State {
+      std::atomic<size_t> pending{0};
+      std::vector<Status> results;
+    };
+    auto state = std::make_shared<State>();
+    state->results.resize(writes.size());
+    std::vector<Backend*> used(count(), nullptr);
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const DeviceWrite& w = writes[i];
+      used[w.device] = devices_[w.device];
+      state->pending.fetch_add(1, std::memory_order_relaxed);
+      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [state, i](Status s) {
+        state->results[i] = std::move(s);
+        state->pending.fetch_sub(1, std::memory_order_release);
+      });
+    }
+    WaitShared(used, state->pending);
+    for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
   }
 
   // FlushDevices() of every writable device, for a caller holding the array lock shared.
@@ -201,6 +232,21 @@ class ElasticArray::Io {
   }
 
  private:
+  // Polls `devices` (null: skipped) until `pending` is 0; another thread polling the same
+  // devices may run some of the completions.
+  static void WaitShared(const std::vector<Backend*>& devices, const std::atomic<size_t>& pending) {
+    while (pending.load(std::memory_order_acquire) > 0) {
+      bool polled = false;
+      for (Backend* b : devices) {
+        if (b != nullptr && b->in_flight() > 0 && pending.load(std::memory_order_acquire) > 0) {
+          b->Poll(true);
+          polled = true;
+        }
+      }
+      if (!polled) std::this_thread::yield();  // a completion running on another thread
+    }
+  }
+
   void Drain(const std::atomic<size_t>& pending) {
     auto left = [&] { return pending.load(std::memory_order_acquire) > 0; };
     while (left()) {
@@ -237,7 +283,7 @@ ElasticArray::ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g
   for (auto& s : segments_) s = std::make_unique<Segment>();
 }
 
-ElasticArray::~ElasticArray() = default;
+ElasticArray::~ElasticArray() { DrainRows(); }
 
 Result<std::unique_ptr<ElasticArray>> ElasticArray::Create(std::vector<Backend*> devices,
                                                            const ArrayOptions& options,
@@ -325,6 +371,9 @@ void ElasticArray::AddSegmentTrims(uint32_t segment, std::vector<DeviceTrim>* ou
 }
 
 void ElasticArray::FlushDevicesLocked() {
+  // What waits for this flush below assumes every row so far is on the devices.
+  DrainRows();
+  ApplyRowResultsLocked();
   io_->FlushAll();
   journal_unflushed_ = false;
   if (pending_checkpoint_seq_ != 0) checkpoint_seq_ = std::max(checkpoint_seq_, std::exchange(pending_checkpoint_seq_, 0));
@@ -701,34 +750,35 @@ Status ElasticArray::CloseBatchLocked(uint32_t index) {
 Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
                                       uint64_t tag_time) {
   if (block.size() != kBlockSize) return Status::InvalidArgument("append takes one 4 KiB block");
-  std::lock_guard lock(mu_);
+  Result<uint32_t> pos = Status::Ok();
+  bool queued = false;
+  {
+    std::lock_guard lock(mu_);
+    const uint64_t before = rows_detached_;
+    pos = AppendLocked(s, block, tag_lba, tag_time);
+    queued = rows_detached_ != before;
+  }
+  if (queued && !defer_row_writes_.load(std::memory_order_relaxed)) WriteQueuedRows();
+  return pos;
+}
+
+Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
+                                            uint64_t tag_time) {
   if (s.value >= segments_.size() || !segments_[s.value]->open) {
     return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not open");
   }
+  ApplyRowResultsLocked();
   Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
   const uint64_t positions = geometry_.segment_positions();
-  const Scheme& scheme = SchemeFor(seg.entry.scheme);
   auto row_full = [&] { return seg.frontier == (uint64_t{seg.row} + 1) * rb; };
-  auto write_row = [&]() -> Status {
-    ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
-    AlignedBuffer scratch;
-    std::vector<DeviceWrite> writes;
-    scheme.RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
-    io_->Write(writes);
-    if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
-    ++seg.row;
-    seg.row_synced = 0;
-    std::fill(seg.row_buf.begin(), seg.row_buf.end(), std::byte{0});
-    return Status::Ok();
-  };
   while (seg.batch_pos == kNoBatch) {
     if (seg.frontier + 2 > positions) return Status::NoSpace("segment full");
     seg.batch_pos = seg.frontier++;
     seg.crc.push_back(0);
     seg.tags.emplace_back(0, 0);
     seg.is_summary.push_back(true);
-    if (row_full()) ERAID_RETURN_IF_ERROR(write_row());  // the summary took the row's last slot
+    if (row_full()) DetachRowLocked(s.value);  // the summary took the row's last slot
   }
   const uint32_t pos = seg.frontier++;
   std::memcpy(seg.row_buf.data() + BlocksToBytes(pos - uint64_t{seg.row} * rb), block.data(), kBlockSize);
@@ -738,9 +788,108 @@ Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> bl
   seg.is_summary.push_back(false);
   seg.batch.push_back({tag_lba, tag_time, crc});
   if (seg.batch.size() == kSummaryCapacity) ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
-  if (row_full()) ERAID_RETURN_IF_ERROR(write_row());
+  if (row_full()) DetachRowLocked(s.value);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return pos;
+}
+
+// ---------------------------------------------------------------- rows outside the lock
+
+void ElasticArray::DetachRowLocked(uint32_t index, bool last) {
+  Segment& seg = *segments_[index];
+  (void)CloseBatchLocked(index);  // the summary of the open batch lies in this row
+  auto row = std::make_shared<PendingRow>();
+  row->segment = index;
+  row->row = seg.row;
+  row->scheme = seg.entry.scheme;
+  row->seq = ++rows_detached_;
+  for (uint32_t d = 0; d < io_->count(); ++d) row->writable_mask |= uint32_t{io_->writable(d)} << d;
+  row->buf = std::move(seg.row_buf);
+  if (last) {  // a seal's: the rest is SealLocked's
+    seg.row_buf = AlignedBuffer();
+  } else if (!spare_row_bufs_.empty()) {
+    // The next row's buffer: a spare as it is. Nothing reads past the frontier, and a
+    // seal zeroes the tail of the last row before writing it.
+    seg.row_buf = std::move(spare_row_bufs_.back());
+    spare_row_bufs_.pop_back();
+  } else {
+    seg.row_buf = AlignedBuffer(BlocksToBytes(geometry_.row_blocks()));
+  }
+  if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
+  if (!last) {
+    ++seg.row;
+    seg.row_synced = 0;
+  }
+  seg.in_flight.push_back(row);
+  std::lock_guard lock(rows_mu_);
+  rows_unfinished_.insert(row->seq);
+  queued_rows_.push_back(std::move(row));
+}
+
+void ElasticArray::WriteRow(PendingRow& row) {
+  AlignedBuffer scratch;
+  std::vector<DeviceWrite> writes;
+  SchemeFor(row.scheme).RowWrites(geometry_, SegmentId(row.segment), row.row, row.buf, true, &scratch, &writes);
+  std::erase_if(writes, [&](const DeviceWrite& w) { return (row.writable_mask >> w.device & 1) == 0; });
+  io_->WriteUnlocked(writes, &row.results);
+}
+
+void ElasticArray::WriteQueuedRows() {
+  for (;;) {
+    std::shared_ptr<PendingRow> row;
+    {
+      std::lock_guard lock(rows_mu_);
+      if (queued_rows_.empty()) return;
+      row = std::move(queued_rows_.front());
+      queued_rows_.pop_front();
+    }
+    WriteRow(*row);
+    row->written.store(true, std::memory_order_release);
+    {
+      std::lock_guard lock(rows_mu_);
+      rows_unfinished_.erase(row->seq);
+      rows_finished_.push_back(std::move(row));
+      rows_to_apply_.store(true, std::memory_order_release);
+    }
+    rows_cv_.notify_all();
+  }
+}
+
+void ElasticArray::DrainRows(uint64_t upto) {
+  WriteQueuedRows();
+  std::unique_lock lock(rows_mu_);
+  rows_cv_.wait(lock, [&] { return rows_unfinished_.empty() || *rows_unfinished_.begin() > upto; });
+}
+
+void ElasticArray::ApplyRowResultsLocked() {
+  if (!rows_to_apply_.load(std::memory_order_acquire)) return;
+  std::vector<std::shared_ptr<PendingRow>> done;
+  {
+    std::lock_guard lock(rows_mu_);
+    done.swap(rows_finished_);
+    rows_to_apply_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& row : done) {
+    for (auto& [d, st] : row->results) {
+      io_->CountWrites(d, 1);
+      io_->Note(d, st);
+    }
+    auto& in_flight = segments_[row->segment]->in_flight;
+    std::erase(in_flight, row);
+    if (spare_row_bufs_.size() < 16) spare_row_bufs_.push_back(std::move(row->buf));
+  }
+}
+
+const std::byte* ElasticArray::UnwrittenBlockLocked(const Segment& seg, uint32_t pos) const {
+  const uint64_t rb = geometry_.row_blocks();
+  const uint64_t row_start = uint64_t{seg.row} * rb;
+  if (seg.open && pos >= row_start) return seg.row_buf.data() + BlocksToBytes(pos - row_start);
+  for (const auto& row : seg.in_flight) {
+    if (pos / rb == row->row && !row->written.load(std::memory_order_acquire)) {
+      return row->buf.data() + BlocksToBytes(pos % rb);
+    }
+  }
+  return nullptr;
 }
 
 Status ElasticArray::PrepareFlushLocked() {
@@ -787,19 +936,24 @@ Status ElasticArray::Flush() {
   // devices' queues before it starts (PrepareFlushLocked); what waits for a flush (trims
   // of freed segments and of slot-2 copies, seal records, a checkpoint) is completed
   // afterwards only if it was queued before it began (its epoch).
+  // Full rows detached before it are written (or waited for) first, outside the lock.
   FlushSnapshot snap;
   std::vector<Backend*> devices;
+  uint64_t rows_upto = 0;
   {
     std::lock_guard lock(mu_);
     ERAID_RETURN_IF_ERROR(PrepareFlushLocked());
     snap.epoch = flush_epoch_++;
     snap.pending_checkpoint = pending_checkpoint_seq_;
     snap.journal_seq = journal_seq_;
+    rows_upto = rows_detached_;
     for (uint32_t d = 0; d < io_->count(); ++d) devices.push_back(io_->writable(d) ? io_->device(d) : nullptr);
   }
+  DrainRows(rows_upto);
   std::vector<std::pair<uint32_t, Status>> errors;
   io_->FlushDevices(devices, &errors);
   std::lock_guard lock(mu_);
+  ApplyRowResultsLocked();
   for (auto& [d, st] : errors) io_->Note(d, st);
   FinishFlushLocked(snap);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
@@ -815,12 +969,11 @@ Status ElasticArray::SealLocked(SegmentId s) {
   if (seg.frontier > row_start) {
     // The last row, zeros past the frontier, is written whole like any full row (RAID5
     // with its parity, RAID10 with its copies): over whatever an earlier use of the
-    // segment left there, so no redundancy computation ever meets a stale block.
-    AlignedBuffer scratch;
-    std::vector<DeviceWrite> writes;
-    SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, seg.row, seg.row_buf, true, &scratch, &writes);
-    io_->Write(writes);
-    if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
+    // segment left there, so no redundancy computation ever meets a stale block. Like a
+    // full row it is written outside the lock; whatever reads the segment from its
+    // devices (a conversion, a scrub, a rebuild) or frees it waits for it first.
+    std::fill(seg.row_buf.begin() + BlocksToBytes(seg.frontier - row_start), seg.row_buf.end(), std::byte{0});
+    DetachRowLocked(s.value, /*last=*/true);
   }
   // Rows flushed part-full kept slot-2 copies; they go once the parity above is durable.
   for (uint32_t row : seg.rows_to_unmirror) {
@@ -832,7 +985,7 @@ Status ElasticArray::SealLocked(SegmentId s) {
   seg.rows_to_unmirror.clear();
   seg.open = false;
   // As many spares as there can be open segments (one per placement class, a few).
-  if (spare_row_bufs_.size() < 16) spare_row_bufs_.push_back(std::move(seg.row_buf));
+  if (seg.row_buf.size() > 0 && spare_row_bufs_.size() < 16) spare_row_bufs_.push_back(std::move(seg.row_buf));
   seg.row_buf = AlignedBuffer();
   // No flush here: the seal record is written after the next flush (of whatever cause)
   // has made the blocks durable, and is durable after the one following it. Until it is
@@ -846,11 +999,16 @@ Status ElasticArray::SealLocked(SegmentId s) {
 }
 
 Status ElasticArray::Seal(SegmentId s) {
-  std::lock_guard lock(mu_);
-  if (s.value >= segments_.size() || segments_[s.value]->entry.scheme == SegmentScheme::kFree) {
-    return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not in use");
+  Status st;
+  {
+    std::lock_guard lock(mu_);
+    if (s.value >= segments_.size() || segments_[s.value]->entry.scheme == SegmentScheme::kFree) {
+      return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not in use");
+    }
+    st = SealLocked(s);
   }
-  return SealLocked(s);
+  if (!defer_row_writes_.load(std::memory_order_relaxed)) WriteQueuedRows();  // its last row
+  return st;
 }
 
 Status ElasticArray::Free(SegmentId s) {
@@ -858,6 +1016,10 @@ Status ElasticArray::Free(SegmentId s) {
   if (s.value >= segments_.size()) return Status::InvalidArgument("no such segment");
   Segment& seg = *segments_[s.value];
   if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
+  if (!seg.in_flight.empty()) {  // its last rows land before the trims that follow the free
+    DrainRows();
+    ApplyRowResultsLocked();
+  }
   // Flip first: once FREE is durable, nothing reads the segment; the trims only give
   // the space back (and, with FlashAlloc, end the segment's dedicated erase units). The
   // record rides on the next flush, and the trims follow it.
@@ -880,9 +1042,8 @@ Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std
                                         ReadMode mode) {
   const bool count = mode != ReadMode::kProbe;
   Segment& seg = *segments_[s.value];
-  const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
-  if (seg.open && pos >= row_start) {
-    std::memcpy(out.data(), seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+  if (const std::byte* b = UnwrittenBlockLocked(seg, pos)) {
+    std::memcpy(out.data(), b, kBlockSize);
     return Status::Ok();
   }
   Place p = geometry_.Primary(s, pos);
@@ -936,9 +1097,8 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
                                      std::to_string(position) + " was never written");
     }
     const Segment& seg = *segments_[s.value];
-    const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
-    if (seg.open && position >= row_start) {
-      std::memcpy(out.data(), seg.row_buf.data() + BlocksToBytes(position - row_start), kBlockSize);
+    if (const std::byte* b = UnwrittenBlockLocked(seg, position)) {
+      std::memcpy(out.data(), b, kBlockSize);
       return Status::Ok();
     }
     const Place p = geometry_.Primary(s, position);
@@ -1000,6 +1160,10 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
     if (seg.converting) return Status::Busy("segment is being converted already");
     from = seg.entry.scheme;
     if (from == to) return Status::Ok();
+    if (!seg.in_flight.empty()) {  // the seal's last row: the copying reads it from the devices
+      DrainRows();
+      ApplyRowResultsLocked();
+    }
     // Trims that wait for a flush must not meet the redundancy written below; and a seal
     // that waits for one is written first, so that the flip below is the segment's newest
     // record (a bitmap checkpoint records a segment whose seal waits as it was before).
@@ -1187,6 +1351,12 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
   for (uint32_t i = 0; i < geometry_.segments; ++i) {
     {
       std::lock_guard lock(mu_);  // segment by segment: user I/O interleaves between them
+      // Rows detached while the device was failed skip it; their blocks are rebuilt here
+      // from the others, once written there.
+      if (!segments_[i]->in_flight.empty()) {
+        DrainRows();
+        ApplyRowResultsLocked();
+      }
       if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
       Segment& seg = *segments_[i];
       const SegmentId s(i);
@@ -1239,6 +1409,8 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
 
 Result<ScrubReport> ElasticArray::Scrub() {
   std::lock_guard lock(mu_);
+  DrainRows();  // rows still on their way would read as mismatches
+  ApplyRowResultsLocked();
   ScrubReport report;
   const ArrayStats before = stats_;
   const uint64_t rb = geometry_.row_blocks();

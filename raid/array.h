@@ -23,9 +23,9 @@
 //     the array runs degraded. Replace() rebuilds a new device online, segment by segment.
 //
 // Thread-safety: all public methods may be called from any thread; they serialise on one
-// array lock, except that reads of healthy blocks and a conversion's copying share it, and
-// Flush() holds it only before and after its device flush (docs/raid.md; segment-granular
-// locking is future work).
+// array lock, except that reads of healthy blocks and a conversion's copying share it,
+// Flush() holds it only before and after its device flush, and full rows are written to
+// the devices without it (docs/raid.md; segment-granular locking is future work).
 #pragma once
 
 #include <functional>
@@ -34,6 +34,8 @@
 #include <memory>
 #include <array>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <shared_mutex>
 
@@ -125,8 +127,17 @@ class ElasticArray {
   // to it (a crash before then leaves it free, and nothing in it was acknowledged).
   Result<SegmentId> AllocateSegment(SegmentScheme scheme);
   // Appends one block; returns its position. NoSpace when the segment is full.
+  // A row that the block completes is written to the devices outside the array lock:
+  // Append queues it and writes it itself after letting the lock go, or — with
+  // set_defer_row_writes(true) — leaves it for WriteQueuedRows(), which a caller holding
+  // locks of its own calls once it has let them go (the volume: docs/raid.md, "Rows
+  // written outside the locks"). Until its writes are done a row is read from its buffer;
+  // a Flush() or Seal() writes or waits for every row queued before it.
   Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
                           uint64_t tag_time);
+  void set_defer_row_writes(bool on) { defer_row_writes_.store(on, std::memory_order_relaxed); }
+  // Writes every queued row (any thread's); returns once they are submitted and done.
+  void WriteQueuedRows();
   // Data blocks that surely fit in an open segment (a slot is kept for a summary).
   uint32_t Remaining(SegmentId s) const;
   // Seal: no flush of its own; the seal record is written after the next flush (which
@@ -211,6 +222,23 @@ class ElasticArray {
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
   Status SealLocked(SegmentId s);
   Status FinishRecoveredSegmentLocked(SegmentId s);
+  Result<uint32_t> AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba, uint64_t tag_time);
+
+  // Rows written outside the lock (Append). A full row's buffer moves from its segment to
+  // a PendingRow, queued; whoever writes it does so without the array lock, and leaves
+  // its device results for the next holder of the lock (ApplyRowResultsLocked).
+  struct PendingRow;
+  // `last`: a seal's (the segment keeps no row buffer).
+  void DetachRowLocked(uint32_t index, bool last = false);
+  void WriteRow(PendingRow& row);
+  // Writes the queued rows and waits for those other threads are writing, until every
+  // row numbered up to `upto` is done. Needs no lock and may be called holding the array
+  // lock (a row's writer never takes it).
+  void DrainRows(uint64_t upto = UINT64_MAX);
+  // Device counts and errors of finished rows; their buffers back to the spares.
+  void ApplyRowResultsLocked();
+  // A block of a row whose writes are not done yet (nullptr: none).
+  const std::byte* UnwrittenBlockLocked(const Segment& seg, uint32_t pos) const;
 
   ArrayGeometry geometry_;
   uint64_t array_id_ = 0;
@@ -245,6 +273,17 @@ class ElasticArray {
   // each) every time a segment opened, 1.8% of a served array's CPU under random writes.
   std::vector<AlignedBuffer> spare_row_bufs_;
   bool journal_unflushed_ = false;             // a kAtNextFlush record not yet flushed
+
+  // Rows written outside the lock. rows_detached_ numbers them (under mu_); the rest is
+  // under rows_mu_ (taken after mu_, never before it).
+  std::atomic<bool> defer_row_writes_{false};
+  uint64_t rows_detached_ = 0;
+  std::mutex rows_mu_;
+  std::condition_variable rows_cv_;  // a row finished
+  std::deque<std::shared_ptr<PendingRow>> queued_rows_;   // detached, nobody writing them yet
+  std::set<uint64_t> rows_unfinished_;                     // detached, writes not all done
+  std::vector<std::shared_ptr<PendingRow>> rows_finished_;  // done, not yet applied
+  std::atomic<bool> rows_to_apply_{false};
 };
 
 }  // namespace eraid

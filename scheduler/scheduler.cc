@@ -102,6 +102,9 @@ bool Scheduler::SpacePressure() {
   // the log collects until use is 2% of the flash below the budget, so it does not collect
   // again after every single write.
   if (!over_budget_ && far_from_budget_ && ++pressure_calls_ % 64 != 0) return false;
+  // Rows the log filled are written after its lock (docs/raid.md): the drives count them
+  // only then, and GC inside a write would stop short of the budget by what is queued.
+  array_.WriteQueuedRows();
   const PhysicalUse use = physical_();
   const double budget = options_.beta * double(use.flash_bytes);
   const double used = double(use.used_bytes);
