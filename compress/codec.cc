@@ -7,7 +7,6 @@
 #include <memory>
 #include <mutex>
 
-#include "common/crc32c.h"
 
 namespace eraid {
 
@@ -94,8 +93,25 @@ CompressionMemo::CompressionMemo(size_t entries)
 
 CompressionMemo::~CompressionMemo() = default;
 
+uint64_t CompressionMemo::SlotHash(const std::byte* in) {
+  // One word of each 64-byte line, at a different place in each of 8 lines running: a
+  // sample, which is enough to pick a slot (a CRC of the whole block cost more than the
+  // rest of a lookup).
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t a[4] = {1, 2, 3, 4};
+  for (size_t line = 0; line < kBlockSize / 64; line += 4) {
+    for (size_t k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, in + (line + k) * 64 + 8 * ((line + k) % 8), sizeof w);
+      a[k] = (a[k] ^ w) * kMul;
+    }
+  }
+  const uint64_t h = a[0] ^ (a[1] >> 7) ^ (a[2] >> 19) ^ (a[3] >> 31);
+  return h ^ (h >> 29);
+}
+
 Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte* in, std::byte* out) {
-  Entry& e = entries_[Crc32c(in, kBlockSize) % size_];
+  Entry& e = entries_[SlotHash(in) % size_];
   {
     std::lock_guard lock(e.mu);
     if (e.uses > 0 && e.enabled == config.enabled && e.level == config.zstd_level &&
@@ -113,10 +129,10 @@ Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte*
   return c;
 }
 
-void CompressionMemo::Prime(const CodecConfig& config, const std::byte* in, uint32_t crc) {
+void CompressionMemo::Prime(const CodecConfig& config, const std::byte* in) {
   std::byte out[kMaxCompressedBlockBytes];
   const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
-  Entry& e = entries_[crc % size_];
+  Entry& e = entries_[SlotHash(in) % size_];
   std::lock_guard lock(e.mu);
   e.Store(config, in, out, c, 2);
   primed_.fetch_add(1, std::memory_order_relaxed);

@@ -43,8 +43,9 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
 // bytes, and each drive compresses what it is given. It changes no stored byte — the
 // output is CompressBlock's, reused only for an input equal byte for byte (and the same
 // codec settings). A real drive compresses in hardware; this saves only the emulation's
-// CPU. Direct-mapped by the input's CRC32C: an entry is overwritten by the next block
-// that maps to it, and each hit uses it up a little: a drive's miss leaves it for one
+// CPU. Direct-mapped by a hash of a sample of the input (SlotHash: a word of every cache
+// line; a CRC32C of the whole block was 3 of every 4 CRCs a mirrored write computed): an
+// entry is overwritten by the next block that maps to it, and each hit uses it up a little: a drive's miss leaves it for one
 // more copy (a block has one mirror), a Prime for two.
 //
 // Prime is how the host does the compression once, in the thread that received the
@@ -60,8 +61,11 @@ class CompressionMemo {
   // CompressBlock(config, in, out), with the result taken from the memo when it has it.
   Compressed Compress(const CodecConfig& config, const std::byte* in, std::byte* out);
   // Compresses the block into the memo for the next two Compress() calls of it (both
-  // copies of a mirrored block; a RAID5 data block uses one). `crc` is its CRC32C.
-  void Prime(const CodecConfig& config, const std::byte* in, uint32_t crc);
+  // copies of a mirrored block; a RAID5 data block uses one).
+  void Prime(const CodecConfig& config, const std::byte* in);
+  // Which entry a block maps to (before the modulo); any block-to-number function would
+  // do, since a hit is confirmed by comparing the whole block.
+  static uint64_t SlotHash(const std::byte* in);
   uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }

@@ -40,7 +40,7 @@ VolumeOptions ServingVolumeOptions(VolumeOptions vo, const DriveOptions& d) {
   Volumes::SetOptions(&vo);  // the LBA space named volumes take extents of
   if (d.memo && d.codec.enabled) {
     vo.before_write = [memo = d.memo, codec = d.codec](std::span<const std::byte> block) {
-      memo->Prime(codec, block.data(), Crc32c(block));
+      memo->Prime(codec, block.data());
     };
   }
   return vo;
