@@ -179,19 +179,9 @@ class ElasticArray::Io {
   // device errors go to *errors. The device set cannot change meanwhile (set_device).
   void FlushDevices(const std::vector<Backend*>& devices, std::vector<std::pair<uint32_t, Status>>* errors) {
     std::shared_lock lock(device_set_mu_);
-    struct State {
-      std::atomic<size_t> pending{0};
-      std::vector<Status> results;
-    };
-    auto state = std::make_shared<State>();
-    state->results.resize(devices.size());
+    auto state = std::make_shared<SharedOps>(devices.size());
     for (uint32_t d = 0; d < devices.size(); ++d) {
-      if (devices[d] == nullptr) continue;
-      state->pending.fetch_add(1, std::memory_order_relaxed);
-      devices[d]->SubmitFlush([state, d](Status s) {
-        state->results[d] = std::move(s);
-        state->pending.fetch_sub(1, std::memory_order_release);
-      });
+      if (devices[d] != nullptr) devices[d]->SubmitFlush(state->Track(d));
     }
     WaitShared(devices, state->pending);
     for (uint32_t d = 0; d < devices.size(); ++d) {
@@ -204,21 +194,12 @@ class ElasticArray::Io {
   // left to the caller (ApplyRowResultsLocked).
   void WriteUnlocked(const std::vector<DeviceWrite>& writes, std::vector<std::pair<uint32_t, Status>>* results) {
     std::shared_lock lock(device_set_mu_);
-    struct State {
-      std::atomic<size_t> pending{0};
-      std::vector<Status> results;
-    };
-    auto state = std::make_shared<State>();
-    state->results.resize(writes.size());
+    auto state = std::make_shared<SharedOps>(writes.size());
     std::vector<Backend*> used(count(), nullptr);
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
       used[w.device] = devices_[w.device];
-      state->pending.fetch_add(1, std::memory_order_relaxed);
-      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [state, i](Status s) {
-        state->results[i] = std::move(s);
-        state->pending.fetch_sub(1, std::memory_order_release);
-      });
+      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, state->Track(i));
     }
     WaitShared(used, state->pending);
     for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
@@ -232,6 +213,22 @@ class ElasticArray::Io {
   }
 
  private:
+  // Operations submitted without the array lock, whose completions may run on any thread
+  // that polls the same devices (so the state outlives the submitter if need be).
+  struct SharedOps : std::enable_shared_from_this<SharedOps> {
+    explicit SharedOps(size_t n) : results(n) {}
+    std::atomic<size_t> pending{0};
+    std::vector<Status> results;
+    // Counts operation i in; its completion stores its outcome and counts it out.
+    IoCallback Track(size_t i) {
+      pending.fetch_add(1, std::memory_order_relaxed);
+      return [self = shared_from_this(), i](Status s) {
+        self->results[i] = std::move(s);
+        self->pending.fetch_sub(1, std::memory_order_release);
+      };
+    }
+  };
+
   // Polls `devices` (null: skipped) until `pending` is 0; another thread polling the same
   // devices may run some of the completions.
   static void WaitShared(const std::vector<Backend*>& devices, const std::atomic<size_t>& pending) {

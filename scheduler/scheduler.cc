@@ -104,7 +104,9 @@ bool Scheduler::SpacePressure() {
   if (!over_budget_ && far_from_budget_ && ++pressure_calls_ % 64 != 0) return false;
   // Rows the log filled are written after its lock (docs/raid.md): the drives count them
   // only then, and GC inside a write would stop short of the budget by what is queued.
-  array_.WriteQueuedRows();
+  // (Far from the budget, a few rows do not matter, and the check runs under the volume
+  // lock.)
+  if (!far_from_budget_ || over_budget_) array_.WriteQueuedRows();
   const PhysicalUse use = physical_();
   const double budget = options_.beta * double(use.flash_bytes);
   const double used = double(use.used_bytes);
