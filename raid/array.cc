@@ -821,6 +821,7 @@ void ElasticArray::DetachRowLocked(uint32_t index, bool last) {
   std::lock_guard lock(rows_mu_);
   rows_unfinished_.insert(row->seq);
   queued_rows_.push_back(std::move(row));
+  rows_queued_.fetch_add(1, std::memory_order_release);
 }
 
 void ElasticArray::WriteRow(PendingRow& row) {
@@ -832,13 +833,15 @@ void ElasticArray::WriteRow(PendingRow& row) {
 }
 
 void ElasticArray::WriteQueuedRows() {
-  for (;;) {
+  // Most writes fill no row: they pass without taking rows_mu_.
+  while (rows_queued_.load(std::memory_order_acquire) > 0) {
     std::shared_ptr<PendingRow> row;
     {
       std::lock_guard lock(rows_mu_);
       if (queued_rows_.empty()) return;
       row = std::move(queued_rows_.front());
       queued_rows_.pop_front();
+      rows_queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     WriteRow(*row);
     row->written.store(true, std::memory_order_release);

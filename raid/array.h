@@ -281,6 +281,7 @@ class ElasticArray {
   std::mutex rows_mu_;
   std::condition_variable rows_cv_;  // a row finished
   std::deque<std::shared_ptr<PendingRow>> queued_rows_;   // detached, nobody writing them yet
+  std::atomic<size_t> rows_queued_{0};                     // queued_rows_.size(), read without the mutex
   std::set<uint64_t> rows_unfinished_;                     // detached, writes not all done
   std::vector<std::shared_ptr<PendingRow>> rows_finished_;  // done, not yet applied
   std::atomic<bool> rows_to_apply_{false};

@@ -47,11 +47,13 @@ echo "gc-bench: filling the volume once (sequential 64 KiB writes)" >&2
 fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=64k --iodepth=16 \
     --buffer_compress_percentage=50 --refill_buffers >/dev/null 2>&1
 echo "gc-bench: random 4 KiB writes, QD 16, Zipf 1.1, ${RUNTIME}s" >&2
+cost_begin "$(serve_pid "$A")" "$WORK/perf.out"
 line=$(fio --name=gc --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=16 \
            --random_distribution=zipf:1.1 --buffer_compress_percentage=50 --refill_buffers \
            --time_based --runtime="$RUNTIME" --randrepeat=0 --percentile_list=50:99:99.9 \
            --write_iops_log="$WORK/gc" --log_avg_msec=1000 \
            --output-format=terse --terse-version=3 2>/dev/null | grep '^3;')
+cost_end
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 STATUS=$("$ERAID" status --dir "$A" --json)
 wa=$(echo "$STATUS" | grep -o '"wa":{"log":[0-9.]*' | head -1 | sed 's/.*://' | xargs printf '%.2f')
@@ -61,6 +63,9 @@ lat() { echo "$line" | cut -d';' -f59-78 | tr ';' '\n' | sed -n "s/^$1%=//p" | h
 p50=$(lat 50.000000)
 p99=$(lat 99.000000)
 p999=$(lat 99.900000)
+ios=$(( $(echo "$line" | cut -d';' -f47) / 4 ))  # KiB written / 4
+cpu_us=$(per_io "$(awk -v ms="$COST_CPU_MS" 'BEGIN {print ms * 1000}')" "$ios" "%.1f")
+cs=$(per_io "$COST_CS" "$ios" "%.2f")
 # Seconds of IOPS: column 1 is the end of the interval in ms, column 2 the IOPS in it.
 CSV=$WORK/gc.csv
 echo "second,iops" > "$CSV"
@@ -105,9 +110,12 @@ OUT=$WORK/section.md
   echo "for ${RUNTIME} s. Sustained = mean IOPS of the second half; first = the first 5 s."
   echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER (the run's own fio and nbdkit)."
   echo
-  echo "| IOPS (mean) | first 5 s | sustained | sustained / first | lowest second | p50 / p99 / p99.9 / max latency (µs) | WA |"
-  echo "|---|---|---|---|---|---|---|"
-  echo "| $iops | $first | $sustained | **$ratio×** | $worst | $p50 / $p99 / **$p999** / $maxlat | $wa |"
+  echo "The server's cost: CPU time of the serving nbdkit process (all its threads) and its context"
+  echo "switches, per write, over the random-write run$([ "$COST_PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (switches not measured: no perf)")."
+  echo
+  echo "| IOPS (mean) | first 5 s | sustained | sustained / first | lowest second | p50 / p99 / p99.9 / max latency (µs) | WA | server CPU µs / write | switches / write |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| $iops | $first | $sustained | **$ratio×** | $worst | $p50 / $p99 / **$p999** / $maxlat | $wa | $cpu_us | $cs |"
   echo
   echo "IOPS second by second: ![IOPS over time](data/gc-bench.svg) (data: \`docs/data/gc-bench.csv\`)."
 } > "$OUT"

@@ -16,6 +16,46 @@ write_section() {
 # without the comment marks: its --help, however long the block grows.
 usage_from_header() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
 
+# ---- a served array's own cost per I/O (nbd-bench, gc-bench)
+
+# serve_pid DIR: the nbdkit process `eraid serve --dir DIR` runs (its child).
+serve_pid() { pgrep -P "$(pgrep -f "eraid serve --dir $1" | head -1)" -x nbdkit | head -1; }
+
+# cost_begin PID FILE / cost_end: the process's CPU time (all its threads, exited ones
+# too) and context switches in between, as COST_CPU_MS and COST_CS (empty without a
+# usable perf: CPU then from /proc, switches not measured).
+COST_PERF=""
+cost_begin() {
+  COST_PID=$1 COST_FILE=$2 COST_CS="" COST_PERFPID=""
+  if [ -z "$COST_PERF" ]; then
+    COST_PERF=0
+    if command -v perf >/dev/null && perf stat -e task-clock -p "$COST_PID" -x, -o /dev/null sleep 0.1 2>/dev/null; then
+      COST_PERF=1
+    else
+      echo "bench: no usable perf: CPU per I/O from /proc, context switches not measured" >&2
+    fi
+  fi
+  if [ "$COST_PERF" = 1 ]; then
+    perf stat -e task-clock,context-switches -p "$COST_PID" -x, -o "$COST_FILE" &
+    COST_PERFPID=$!
+    sleep 0.2  # attached before the first I/O
+  else
+    COST_BEFORE=$(cost_proc_ms "$COST_PID")
+  fi
+}
+cost_end() {
+  if [ "$COST_PERF" = 1 ]; then
+    kill -INT "$COST_PERFPID"; wait "$COST_PERFPID" || true
+    COST_CPU_MS=$(awk -F, '/task-clock/ {print $1}' "$COST_FILE")
+    COST_CS=$(awk -F, '/context-switches/ {print $1}' "$COST_FILE")
+  else
+    COST_CPU_MS=$(awk -v a="$COST_BEFORE" -v b="$(cost_proc_ms "$COST_PID")" 'BEGIN {print b - a}')
+  fi
+}
+cost_proc_ms() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / hz}' "/proc/$1/stat"; }
+# per_io TOTAL N FORMAT: TOTAL / N, or – when either is missing.
+per_io() { awk -v a="$1" -v n="$2" -v f="$3" 'BEGIN {if (a == "" || n <= 0) print "–"; else printf f, a / n}'; }
+
 # ---- the evaluation workflows (fio-matrix, degraded, compression-sweep, wa)
 
 BENCH_T0=$(date +%s)

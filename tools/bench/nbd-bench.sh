@@ -88,20 +88,11 @@ for _ in $(seq 100); do [ -S "$WORK/mem.sock" ] && break; sleep 0.05; done
 # The process that serves each target: the memory plugin's nbdkit, and the nbdkit that
 # each `eraid serve` daemon runs (its child).
 declare -A SPID=([memory]=$MEMPID)
-serve_pid() { pgrep -P "$(pgrep -f "eraid serve --dir $1" | head -1)" -x nbdkit | head -1; }
 [ -n "$RAMWORK" ] && SPID[ram]=$(serve_pid "$RAMWORK/array")
 SPID[disk]=$(serve_pid "$WORK/array")
 for t in "${TARGETS[@]}"; do
   [ -n "${SPID[$t]}" ] || { echo "nbd-bench: cannot find the nbdkit process serving $t" >&2; exit 1; }
 done
-PERF=0
-if command -v perf >/dev/null && perf stat -e task-clock -p "$MEMPID" -x, -o /dev/null sleep 0.1 2>/dev/null; then
-  PERF=1
-else
-  echo "nbd-bench: no usable perf: CPU per I/O from /proc, context switches not measured" >&2
-fi
-HZ=$(getconf CLK_TCK)
-proc_cpu_ms() { awk -v hz="$HZ" '{print ($14 + $15) * 1000 / hz}' "/proc/$1/stat"; }
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # fio_run TARGET RW QD [extra...] -> the terse line
@@ -114,23 +105,10 @@ fio_run() {
 # measured_run TARGET RW QD SECONDS: one timed fio run, with the server's CPU ms and
 # context switches over it. Sets LINE, CPU_MS, CS (CS empty without perf).
 measured_run() {
-  local t=$1 rw=$2 qd=$3 secs=$4 pid=${SPID[$1]} perfout=$WORK/perf.out before perfpid
-  CS=""
-  if [ "$PERF" = 1 ]; then
-    perf stat -e task-clock,context-switches -p "$pid" -x, -o "$perfout" &
-    perfpid=$!
-    sleep 0.2  # attached before the first I/O
-  else
-    before=$(proc_cpu_ms "$pid")
-  fi
-  LINE=$(fio_run "$t" "$rw" "$qd" --time_based --runtime="$secs" --randrepeat=0)
-  if [ "$PERF" = 1 ]; then
-    kill -INT "$perfpid"; wait "$perfpid" || true
-    CPU_MS=$(awk -F, '/task-clock/ {print $1}' "$perfout")
-    CS=$(awk -F, '/context-switches/ {print $1}' "$perfout")
-  else
-    CPU_MS=$(awk -v a="$before" -v b="$(proc_cpu_ms "$pid")" 'BEGIN {print b - a}')
-  fi
+  cost_begin "${SPID[$1]}" "$WORK/perf.out"
+  LINE=$(fio_run "$1" "$2" "$3" --time_based --runtime="$4" --randrepeat=0)
+  cost_end
+  CPU_MS=$COST_CPU_MS CS=$COST_CS
 }
 for t in "${TARGETS[@]}"; do
   echo "nbd-bench: precondition $t ($REGION sequential)" >&2
@@ -140,7 +118,6 @@ done
 field() { echo "$1" | cut -d';' -f"$2"; }
 pct() { echo "$1" | cut -d';' -f"$2-$(($2 + 19))" | tr ';' '\n' | sed -n "s/^$3%=//p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
-per_io() { awk -v a="$1" -v n="$2" -v f="$3" 'BEGIN {if (a == "" || n <= 0) print "–"; else printf f, a / n}'; }
 ROWS=""
 COSTS=""
 for qd in 1 16 64; do
@@ -195,7 +172,7 @@ OUT=$WORK/section.md
   printf '%s' "$ROWS"
   echo
   echo "The servers' costs: CPU time of the serving nbdkit process (all its threads: the plugin,"
-  echo "the drives' workers, io_uring) per I/O in µs, and its context switches per I/O$([ "$PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (not measured: no perf)");"
+  echo "the drives' workers, io_uring) per I/O in µs, and its context switches per I/O$([ "$COST_PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (not measured: no perf)");"
   echo "and eraid's p50 latency over the memory plugin's."
   echo
   echo "| pattern | QD | µs/IO memory | µs/IO RAM | µs/IO disk | cs/IO memory | cs/IO RAM | cs/IO disk | p50 RAM / memory | p50 disk / memory |"

@@ -23,6 +23,7 @@
 
 #include "common/data_gen.h"
 #include "tools/array_dir.h"
+#include "tools/options.h"
 
 namespace po = boost::program_options;
 using namespace eraid;
@@ -74,17 +75,7 @@ int main(int argc, char** argv) {
       "region-mib", po::value(&region_mib)->default_value(region_mib), "the LBA range written (written once first)")(
       "seed", po::value(&seed)->default_value(seed), "data and address seed");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "eraid-write-bench: " << e.what() << "\n";
-    return 2;
-  }
+  if (int rc = ParseOptions("eraid-write-bench", desc, argc, argv, &vm); rc >= 0) return rc;
   if (threads < 1 || threads > 256 || seconds <= 0 || warm < 0 || region_mib == 0) {
     std::cerr << "eraid-write-bench: --threads 1..256, --seconds > 0, --region-mib > 0\n";
     return 2;
