@@ -3,6 +3,8 @@
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# Drives on other hosts (compress/nbd_backend.h), and the end-to-end tests' client.
+pkg_check_modules(LIBNBD REQUIRED IMPORTED_TARGET libnbd)
 
 find_path(ISAL_INCLUDE_DIR isa-l/crc.h REQUIRED)
 find_library(ISAL_LIBRARY isal REQUIRED)
@@ -15,7 +17,5 @@ find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 if(ERAID_BUILD_TESTS)
   find_package(GTest REQUIRED)
-  # The end-to-end tests talk NBD to the served array with libnbd (libnbd-dev).
-  pkg_check_modules(LIBNBD REQUIRED IMPORTED_TARGET libnbd)
 endif()
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)

@@ -1,0 +1,443 @@
+#include "compress/nbd_backend.h"
+
+#include <libnbd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace eraid {
+
+namespace {
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+std::string LastError(const char* what) {
+  const char* e = nbd_get_error();
+  return std::string(what) + ": " + (e ? e : "unknown libnbd error");
+}
+constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
+}  // namespace
+
+struct NbdBackend::Request {
+  uint64_t id = 0;
+  Kind kind = Kind::kRead;
+  uint64_t offset = 0, length = 0;
+  // Write data, or where a read lands: the request's own, so that a request given up on
+  // at a deadline, which libnbd may still be sending or receiving, never touches the
+  // caller's memory.
+  std::unique_ptr<std::byte[]> buf;
+  std::byte* out = nullptr;  // reads: the caller's buffer, filled when the read completes
+  IoCallback done;
+  uint64_t start_ns = 0;
+  // Synchronous requests (Read, ReadBytes) are waited for here, not queued.
+  bool sync = false;
+  bool finished = false;
+  Status status;
+};
+
+// libnbd's user_data for one command: keeps the request (and its buffer) alive until
+// libnbd calls free, which it does exactly once, after the last callback.
+struct NbdBackend::Token {
+  NbdBackend* self;
+  uint64_t id;
+  std::shared_ptr<Request> keep;
+};
+
+bool NbdBackend::IsUri(const std::string& path) {
+  for (const char* p : {"nbd://", "nbds://", "nbd+unix://", "nbds+unix://", "nbd+vsock://", "nbds+vsock://"}) {
+    if (path.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string NbdBackend::Redact(const std::string& uri) {
+  const size_t q = uri.find('?');
+  std::string base = uri.substr(0, q);
+  const size_t scheme_end = base.find("://");
+  if (scheme_end != std::string::npos) {
+    const size_t auth = scheme_end + 3;
+    const size_t path = base.find('/', auth);
+    const size_t at = base.rfind('@', path == std::string::npos ? base.size() : path);
+    if (at != std::string::npos && at >= auth) base.erase(auth, at + 1 - auth);
+  }
+  if (q == std::string::npos) return base;
+  // Of the query only the socket: a TLS key's or certificate's path and a user name are
+  // left out.
+  std::string kept;
+  size_t start = q + 1;
+  while (start <= uri.size()) {
+    size_t end = uri.find('&', start);
+    if (end == std::string::npos) end = uri.size();
+    const std::string param = uri.substr(start, end - start);
+    if (param.rfind("socket=", 0) == 0) kept += (kept.empty() ? "?" : "&") + param;
+    start = end + 1;
+  }
+  return base + kept;
+}
+
+Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, const NbdBackendOptions& options) {
+  if (!IsUri(uri)) return Status::InvalidArgument("'" + uri + "' is not an NBD URI (nbd://, nbds://, nbd+unix://)");
+  if (options.timeout_ms == 0 || options.timeout_ms > kMaxTimeoutMs) {
+    return Status::InvalidArgument("the I/O timeout must be 1 ms .. 1 day");
+  }
+  if (options.queue_depth == 0 || options.queue_depth > 4096) {
+    return Status::InvalidArgument("NBD queue depth must be 1..4096");
+  }
+  const std::string shown = Redact(uri);
+  nbd_handle* h = nbd_create();
+  if (h == nullptr) return Status::IoError(LastError("nbd_create"));
+  struct Closer {
+    nbd_handle* h;
+    ~Closer() {
+      if (h) nbd_close(h);
+    }
+  } closer{h};
+  // tls-psk-file= and tls-certificates= in the URI name local files.
+  if (nbd_set_uri_allow_local_file(h, true) == -1) return Status::IoError(LastError("nbd_set_uri_allow_local_file"));
+  if (nbd_aio_connect_uri(h, uri.c_str()) == -1) {
+    const int err = nbd_get_errno();
+    const std::string msg = LastError(("connect to " + shown).c_str());
+    return err == EINVAL || err == ENOTSUP ? Status::InvalidArgument(msg) : Status::IoError(msg);
+  }
+  const uint64_t deadline = NowNs() + options.timeout_ms * 1000000ull;
+  while (nbd_aio_is_connecting(h) == 1) {
+    const uint64_t now = NowNs();
+    if (now >= deadline) {
+      return Status::IoError("connect to " + shown + ": no answer within " + std::to_string(options.timeout_ms) + " ms");
+    }
+    const int ms = static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
+    if (nbd_poll(h, ms) == -1) return Status::IoError(LastError(("connect to " + shown).c_str()));
+  }
+  if (nbd_aio_is_ready(h) != 1) return Status::IoError(LastError(("connect to " + shown).c_str()));
+  const int64_t size = nbd_get_size(h);
+  if (size < 0) return Status::IoError(LastError(("size of " + shown).c_str()));
+  if (size < static_cast<int64_t>(kBlockSize)) return Status::InvalidArgument(shown + " is smaller than one 4 KiB block");
+  if (nbd_is_read_only(h) == 1) return Status::InvalidArgument(shown + " is read-only");
+  const int event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (event_fd < 0) return Status::IoError(std::string("eventfd: ") + std::strerror(errno));
+  auto b = std::unique_ptr<NbdBackend>(
+      new NbdBackend(h, uri, options, static_cast<uint64_t>(size) / kBlockSize, event_fd));
+  closer.h = nullptr;
+  return b;
+}
+
+NbdBackend::NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options, uint64_t capacity_blocks,
+                       int event_fd)
+    : h_(h), uri_(std::move(uri)), options_(options), capacity_blocks_(capacity_blocks), event_fd_(event_fd) {
+  can_zero_ = nbd_can_zero(h_) == 1;
+  can_flush_ = nbd_can_flush(h_) == 1;
+  fd_ = nbd_aio_get_fd(h_);
+  poller_ = std::thread([this] { Poller(); });
+}
+
+NbdBackend::~NbdBackend() {
+  stop_.store(true, std::memory_order_release);
+  Wake();
+  poller_.join();
+  if (!failed()) {
+    // A polite goodbye, for as long as the deadline allows: the server then knows the
+    // client is gone rather than lost.
+    if (nbd_aio_disconnect(h_, 0) == 0) {
+      const uint64_t deadline = NowNs() + std::min<uint64_t>(options_.timeout_ms, 1000) * 1000000ull;
+      while (nbd_aio_is_closed(h_) != 1 && nbd_aio_is_dead(h_) != 1 && NowNs() < deadline) {
+        if (nbd_poll(h_, 50) == -1) break;
+      }
+    }
+  }
+  nbd_close(h_);
+  ::close(event_fd_);
+}
+
+void NbdBackend::Wake() {
+  const uint64_t one = 1;
+  (void)!::write(event_fd_, &one, sizeof(one));
+}
+
+void NbdBackend::Issue(std::shared_ptr<Request> r) {
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return pending_.size() < options_.queue_depth || failed(); });
+    if (failed()) {
+      const std::string why = error_;
+      lock.unlock();
+      Finish(r, Status::IoError(name() + " has failed: " + why));
+      return;
+    }
+    r->id = next_id_++;
+    r->start_ns = NowNs();
+    pending_.emplace(r->id, r);
+  }
+  nbd_completion_callback cb;
+  cb.callback = [](void* user_data, int* error) {
+    auto* t = static_cast<Token*>(user_data);
+    t->self->Complete(t->id, *error);
+    return 1;  // retired here: nothing else asks for the command
+  };
+  cb.user_data = new Token{this, r->id, r};
+  cb.free = [](void* user_data) { delete static_cast<Token*>(user_data); };
+  int64_t cookie = -1;
+  switch (r->kind) {
+    case Kind::kRead: cookie = nbd_aio_pread(h_, r->buf.get(), r->length, r->offset, cb, 0); break;
+    case Kind::kWrite: cookie = nbd_aio_pwrite(h_, r->buf.get(), r->length, r->offset, cb, 0); break;
+    case Kind::kZero: cookie = nbd_aio_zero(h_, r->length, r->offset, cb, 0); break;
+    case Kind::kFlush: cookie = nbd_aio_flush(h_, cb, 0); break;
+  }
+  if (cookie == -1) {
+    // Not issued (the connection is gone): libnbd calls free but never the callback.
+    const std::string why = LastError("issue");
+    bool mine = false;
+    {
+      std::lock_guard lock(mu_);
+      mine = pending_.erase(r->id) > 0;
+    }
+    if (mine) Finish(r, Status::IoError(name() + ": " + why));
+    return;
+  }
+  Wake();  // the poller may have to wait for the socket to take what libnbd could not send yet
+}
+
+void NbdBackend::Complete(uint64_t id, int error) {
+  std::shared_ptr<Request> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;  // given up on at a deadline
+    r = std::move(it->second);
+    pending_.erase(it);
+    const double us = static_cast<double>(NowNs() - r->start_ns) / 1000.0;
+    const int b = std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1);
+    ++latency_[b];
+    ++requests_;
+  }
+  if (error == 0 && r->kind == Kind::kRead) std::memcpy(r->out, r->buf.get(), r->length);
+  Finish(r, error == 0 ? Status::Ok()
+                       : Status::IoError(name() + ": " + std::strerror(error) + " (offset " +
+                                         std::to_string(r->offset) + ")"));
+}
+
+void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
+  {
+    std::lock_guard lock(mu_);
+    if (r->sync) {
+      r->status = std::move(s);
+      r->finished = true;
+    } else {
+      completions_.push_back({std::move(r->done), std::move(s)});
+    }
+  }
+  cv_.notify_all();
+}
+
+void NbdBackend::Fail(const std::string& why) {
+  std::vector<std::shared_ptr<Request>> abandoned;
+  {
+    std::lock_guard lock(mu_);
+    if (failed()) return;
+    error_ = why;
+    failed_.store(true, std::memory_order_release);
+    for (auto& [id, r] : pending_) abandoned.push_back(std::move(r));
+    pending_.clear();
+  }
+  // The server gets nothing more from this connection: the socket is aborted, not shut
+  // down. A shutdown would still deliver what the kernel had queued to send once the link
+  // works again (TCP retransmits a cut link's backlog seconds later, long after the drive
+  // was failed and perhaps rebuilt onto the same export); with a zero linger the close
+  // drops that backlog and resets the connection. libnbd keeps its descriptor number,
+  // which now names an unconnected socket: its next read fails, and it retires what it
+  // still holds (the callbacks find nothing pending and return).
+  const linger abort{1, 0};
+  (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
+    (void)::dup3(dummy, fd_, O_CLOEXEC);
+    ::close(dummy);
+  } else {
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+  for (auto& r : abandoned) Finish(r, Status::IoError(name() + " has failed: " + why));
+  cv_.notify_all();
+  Wake();
+}
+
+void NbdBackend::Poller() {
+  bool dead = false;
+  while (!stop_.load(std::memory_order_acquire)) {
+    const unsigned dir = dead ? 0 : nbd_aio_get_direction(h_);
+    pollfd p[2] = {{fd_, 0, 0}, {event_fd_, POLLIN, 0}};
+    if (dir & LIBNBD_AIO_DIRECTION_READ) p[0].events |= POLLIN;
+    if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
+    // Sleep until the socket is ready, a request is submitted, or the oldest request's
+    // deadline (at most 100 ms, so stop_ is seen).
+    int timeout_ms = 100;
+    uint64_t oldest = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (!pending_.empty()) oldest = pending_.begin()->second->start_ns;
+    }
+    const uint64_t limit_ns = options_.timeout_ms * 1000000ull;
+    if (oldest != 0) {
+      const uint64_t now = NowNs();
+      const uint64_t due = oldest + limit_ns;
+      if (now >= due) {
+        {
+          std::lock_guard lock(mu_);
+          ++timeouts_;
+        }
+        Fail("a request got no answer within " + std::to_string(options_.timeout_ms) + " ms");
+        continue;
+      }
+      timeout_ms = static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100));
+    }
+    const int n = ::poll(dead ? p + 1 : p, dead ? 1 : 2, timeout_ms);
+    if (n < 0 && errno != EINTR) continue;
+    if (p[1].revents & POLLIN) {
+      uint64_t v;
+      (void)!::read(event_fd_, &v, sizeof(v));
+    }
+    if (dead) continue;
+    int rc = 0;
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(h_);
+    else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
+    if (rc == -1) {
+      dead = true;
+      Fail(LastError("connection lost"));
+    } else if (nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
+      dead = true;
+      Fail("connection lost: the server closed it");
+    }
+  }
+}
+
+void NbdBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  auto r = std::make_shared<Request>();
+  r->done = std::move(done);
+  if (Status s = CheckExtent(lba, buf.size()); !s.ok()) return Finish(r, std::move(s));
+  r->kind = Kind::kRead;
+  r->offset = BlocksToBytes(lba.value);
+  r->length = buf.size();
+  r->buf = std::make_unique_for_overwrite<std::byte[]>(r->length);
+  r->out = buf.data();
+  Issue(std::move(r));
+}
+
+void NbdBackend::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  auto r = std::make_shared<Request>();
+  r->done = std::move(done);
+  if (Status s = CheckExtent(lba, buf.size()); !s.ok()) return Finish(r, std::move(s));
+  r->kind = Kind::kWrite;
+  r->offset = BlocksToBytes(lba.value);
+  r->length = buf.size();
+  r->buf = std::make_unique_for_overwrite<std::byte[]>(r->length);
+  std::memcpy(r->buf.get(), buf.data(), r->length);
+  Issue(std::move(r));
+}
+
+void NbdBackend::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
+  auto r = std::make_shared<Request>();
+  r->done = std::move(done);
+  if (Status s = CheckRange(lba, count_blocks); !s.ok()) return Finish(r, std::move(s));
+  r->offset = BlocksToBytes(lba.value);
+  r->length = BlocksToBytes(count_blocks);
+  if (can_zero_) {
+    r->kind = Kind::kZero;
+  } else {  // a server without write-zeroes: zeros sent
+    r->kind = Kind::kWrite;
+    r->buf = std::make_unique<std::byte[]>(r->length);
+  }
+  Issue(std::move(r));
+}
+
+void NbdBackend::SubmitFlush(IoCallback done) {
+  auto r = std::make_shared<Request>();
+  r->done = std::move(done);
+  // A server that cannot flush writes through (or keeps nothing volatile): nothing to ask.
+  if (!can_flush_) return Finish(r, failed() ? Status::IoError(name() + " has failed") : Status::Ok());
+  r->kind = Kind::kFlush;
+  Issue(std::move(r));
+}
+
+size_t NbdBackend::Poll(bool wait) {
+  std::deque<Done> ready;
+  {
+    std::unique_lock lock(mu_);
+    if (wait) {
+      cv_.wait(lock, [&] {
+        if (!completions_.empty()) return true;
+        for (const auto& [id, r] : pending_) {
+          if (!r->sync) return false;
+        }
+        return true;  // nothing of the queue's in flight
+      });
+    }
+    ready.swap(completions_);
+  }
+  for (Done& d : ready) d.done(std::move(d.status));
+  return ready.size();
+}
+
+size_t NbdBackend::in_flight() const {
+  std::lock_guard lock(mu_);
+  size_t n = completions_.size();
+  for (const auto& [id, r] : pending_) n += !r->sync;
+  return n;
+}
+
+Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
+  if (out.empty() || offset_bytes + out.size() > BlocksToBytes(capacity_blocks_) ||
+      offset_bytes + out.size() < offset_bytes) {
+    return Status::InvalidArgument("read of " + std::to_string(out.size()) + " bytes at " +
+                                   std::to_string(offset_bytes) + " is outside " + name());
+  }
+  auto r = std::make_shared<Request>();
+  r->sync = true;
+  r->kind = Kind::kRead;
+  r->offset = offset_bytes;
+  r->length = out.size();
+  r->buf = std::make_unique_for_overwrite<std::byte[]>(r->length);
+  r->out = out.data();
+  Issue(r);
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return r->finished; });
+  return r->status;
+}
+
+Status NbdBackend::Read(Lba lba, std::span<std::byte> buf) {
+  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
+  return ReadBytes(BlocksToBytes(lba.value), buf);
+}
+
+NbdLinkStats NbdBackend::link_stats() const {
+  NbdLinkStats s;
+  s.uri = Redact(uri_);
+  std::lock_guard lock(mu_);
+  s.state = failed() ? "failed" : "connected";
+  s.error = error_;
+  s.requests = requests_;
+  s.timeouts = timeouts_;
+  auto quantile = [&](double q) -> uint64_t {
+    if (requests_ == 0) return 0;
+    const uint64_t want = static_cast<uint64_t>(std::ceil(q * static_cast<double>(requests_)));
+    uint64_t seen = 0;
+    for (int b = 0; b < kBuckets; ++b) {
+      seen += latency_[b];
+      // The bucket's middle: 2^((b + 0.5) / 4) - 1 µs.
+      if (seen >= want) return static_cast<uint64_t>(std::exp2((b + 0.5) / 4.0) - 1.0 + 0.5);
+    }
+    return 0;
+  };
+  s.p50_us = quantile(0.50);
+  s.p99_us = quantile(0.99);
+  return s;
+}
+
+}  // namespace eraid

@@ -1,0 +1,135 @@
+// NbdBackend: a drive's flash on another host, reached over NBD with libnbd — the
+// remote counterpart of FileBackend. The emulated compressing drive runs on the array's
+// host over it exactly as over a local file, so the bytes on the wire are its compressed
+// records (docs/remote-drives.md).
+//
+// URIs as libnbd takes them: nbd://HOST[:PORT]/EXPORT, nbds://... (TLS; tls-psk-file=,
+// tls-certificates= in the query), nbd+unix:///EXPORT?socket=PATH.
+//
+// Requests are asynchronous (libnbd's aio API, up to queue_depth in flight on the
+// connection); a thread per connection drives the socket and takes completions in, which
+// Poll() then delivers (the Backend contract: callbacks run only from Poll()). Write data
+// is copied into the request, and reads land in the request's own buffer, so a request
+// given up on (below) never touches the caller's memory afterwards.
+//
+// Deadlines: every request, and the connect, has `timeout_ms`. A request that misses it,
+// or a connection that breaks, fails the backend for good: every request in flight and
+// every later one completes with IoError at once (the array above goes degraded and
+// carries on), and the socket is shut down, so the server gets nothing more from this
+// connection. Requests the server already received may still be carried out later (a
+// hung host that resumes works through its queue): bringing such a drive back is the
+// array's business (re-add checks who the drive is), not this class's.
+//
+// Trim is NBD's write-zeroes (the Backend contract says trimmed blocks read as zeros,
+// which NBD's trim does not promise); flush is NBD's flush.
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "compress/backend.h"
+
+struct nbd_handle;
+
+namespace eraid {
+
+struct NbdBackendOptions {
+  uint32_t timeout_ms = 30000;  // per request and for the connect (1 ms .. 1 day)
+  uint32_t queue_depth = 64;    // requests in flight at most
+};
+
+// What `eraid status` shows of a remote drive.
+struct NbdLinkStats {
+  std::string uri;    // without secrets (Redact)
+  std::string state;  // "connected" or "failed"
+  std::string error;  // why it failed
+  uint64_t requests = 0;  // completed since open
+  uint64_t timeouts = 0;
+  uint64_t p50_us = 0, p99_us = 0;  // request latency, from a log-scale histogram (±10%)
+};
+
+class NbdBackend final : public Backend {
+ public:
+  // True if `path` names an NBD export (nbd://, nbds://, nbd+unix://, nbds+unix://).
+  static bool IsUri(const std::string& path);
+  // The URI without what may be secret: user info and the query (a TLS key's path, a
+  // socket path stays: it is what tells two drives apart).
+  static std::string Redact(const std::string& uri);
+  // Connects (within options.timeout_ms). InvalidArgument for a malformed URI or a
+  // read-only export; IoError if the server cannot be reached.
+  static Result<std::unique_ptr<NbdBackend>> Open(const std::string& uri, const NbdBackendOptions& options);
+  ~NbdBackend() override;
+
+  uint64_t capacity_blocks() const override { return capacity_blocks_; }
+  uint32_t queue_depth() const override { return options_.queue_depth; }
+  std::string name() const override { return "nbd:" + Redact(uri_); }
+
+  void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override;
+  void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
+  void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
+  void SubmitFlush(IoCallback done) override;
+  size_t Poll(bool wait) override;
+  size_t in_flight() const override;
+  // Synchronous, without the completion queue.
+  Status Read(Lba lba, std::span<std::byte> buf) override;
+  // Exactly the bytes asked for (a record, not the blocks around it).
+  Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
+
+  // Fails the backend as a missed deadline would (tests; an operator's "fail").
+  void Fail(const std::string& why);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  NbdLinkStats link_stats() const;
+
+ private:
+  enum class Kind : uint8_t { kRead, kWrite, kZero, kFlush };
+  struct Request;
+  struct Token;
+  NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options, uint64_t capacity_blocks,
+             int event_fd);
+  // Registers and issues a request; completes it with an error if it cannot be issued.
+  void Issue(std::shared_ptr<Request> r);
+  // From libnbd's completion callback (on the poller thread, libnbd's lock held: no
+  // nbd_* calls in here).
+  void Complete(uint64_t id, int error);
+  // Hands a finished request to its waiter or the completion queue. REQUIRES: mu_ not held.
+  void Finish(const std::shared_ptr<Request>& r, Status s);
+  void Poller();
+  void Wake();
+
+  nbd_handle* const h_;
+  const std::string uri_;
+  const NbdBackendOptions options_;
+  const uint64_t capacity_blocks_;
+  const int event_fd_;
+  int fd_ = -1;  // the connection's socket (libnbd's)
+  bool can_zero_ = false, can_flush_ = false;
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stop_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // completions queued, a slot free, or a request finished
+  uint64_t next_id_ = 1;
+  // In flight, by id (ids rise with submission time, so the first is the oldest).
+  std::map<uint64_t, std::shared_ptr<Request>> pending_;
+  struct Done {
+    IoCallback done;
+    Status status;
+  };
+  std::deque<Done> completions_;
+  std::string error_;
+  uint64_t requests_ = 0, timeouts_ = 0;
+  static constexpr int kBuckets = 128;  // bucket b: latency < 2^(b/4) µs
+  uint64_t latency_[kBuckets] = {};
+  std::thread poller_;
+};
+
+}  // namespace eraid
