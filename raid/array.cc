@@ -76,7 +76,8 @@ struct ElasticArray::Segment {
 // several devices at once. An I/O error fails the device (the array then persists it).
 class ElasticArray::Io {
  public:
-  Io(std::vector<Backend*> devices, ArrayStats* stats) : devices_(std::move(devices)), stats_(stats) {
+  Io(std::vector<Backend*> devices, ArrayStats* stats, ChangeTracker* changes)
+      : devices_(std::move(devices)), stats_(stats), changes_(changes) {
     stats_->devices.resize(devices_.size());
   }
   uint32_t count() const { return static_cast<uint32_t>(devices_.size()); }
@@ -129,10 +130,12 @@ class ElasticArray::Io {
     std::atomic<size_t> pending{0};
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
+      changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));  // also when skipped: a re-add owes it
       if (!writable(w.device)) continue;
       ++stats_->devices[w.device].writes;
       pending.fetch_add(1, std::memory_order_relaxed);
       devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [&, i](Status s) {
+        changes_->Mark(writes[i].device, writes[i].lba, BytesToBlocks(writes[i].data.size()));
         results[i] = std::move(s);
         pending.fetch_sub(1, std::memory_order_release);
       });
@@ -146,9 +149,11 @@ class ElasticArray::Io {
 
   void Trim(const std::vector<DeviceTrim>& trims) {
     for (const DeviceTrim& t : trims) {
+      changes_->Mark(t.device, t.lba, t.count_blocks);
       if (!writable(t.device)) continue;
       ++stats_->devices[t.device].trims;
       Note(t.device, devices_[t.device]->Trim(Lba(t.lba), t.count_blocks));
+      changes_->Mark(t.device, t.lba, t.count_blocks);
     }
   }
 
@@ -165,7 +170,9 @@ class ElasticArray::Io {
     for (uint32_t d = 0; d < count(); ++d) {
       if (!writable(d)) continue;
       pending.fetch_add(1, std::memory_order_relaxed);
-      devices_[d]->SubmitFlush([&, d](Status s) {
+      const uint64_t ticket = changes_->FlushBegin(d);
+      devices_[d]->SubmitFlush([&, d, ticket](Status s) {
+        changes_->FlushDone(d, ticket, s.ok());
         results[d] = std::move(s);
         pending.fetch_sub(1, std::memory_order_release);
       });
@@ -181,7 +188,12 @@ class ElasticArray::Io {
     std::shared_lock lock(device_set_mu_);
     auto state = std::make_shared<SharedOps>(devices.size());
     for (uint32_t d = 0; d < devices.size(); ++d) {
-      if (devices[d] != nullptr) devices[d]->SubmitFlush(state->Track(d));
+      if (devices[d] == nullptr) continue;
+      const uint64_t ticket = changes_->FlushBegin(d);
+      devices[d]->SubmitFlush([track = state->Track(d), changes = changes_, d, ticket](Status s) {
+        changes->FlushDone(d, ticket, s.ok());
+        track(std::move(s));
+      });
     }
     WaitShared(devices, state->pending);
     for (uint32_t d = 0; d < devices.size(); ++d) {
@@ -199,7 +211,12 @@ class ElasticArray::Io {
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
       used[w.device] = devices_[w.device];
-      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, state->Track(i));
+      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data,
+                                      [track = state->Track(i), changes = changes_, d = w.device, lba = w.lba,
+                                       n = BytesToBlocks(w.data.size())](Status s) {
+                                        changes->Mark(d, lba, n);
+                                        track(std::move(s));
+                                      });
     }
     WaitShared(used, state->pending);
     for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
@@ -267,6 +284,7 @@ class ElasticArray::Io {
   std::vector<Backend*> devices_;
   std::shared_mutex device_set_mu_;
   ArrayStats* stats_;
+  ChangeTracker* changes_;
   uint32_t rebuild_cursor_ = 0;
   bool failures_changed_ = false;
 };
@@ -275,7 +293,11 @@ class ElasticArray::Io {
 
 ElasticArray::ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g, uint64_t array_id,
                            const Clock& clock)
-    : geometry_(g), array_id_(array_id), clock_(clock), io_(std::make_unique<Io>(std::move(devices), &stats_)) {
+    : geometry_(g),
+      array_id_(array_id),
+      clock_(clock),
+      changes_(std::make_unique<ChangeTracker>(g, static_cast<uint32_t>(devices.size()))),
+      io_(std::make_unique<Io>(std::move(devices), &stats_, changes_.get())) {
   segments_.resize(g.segments);
   for (auto& s : segments_) s = std::make_unique<Segment>();
 }
@@ -486,7 +508,10 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
   for (uint32_t d = 0; d < devices.size(); ++d) {
     array->io_->set_state(d, top.states[d]);
     if (top.states[d] == DeviceState::kRebuilding) array->io_->set_state(d, DeviceState::kFailed);
+    // What a device failed before this open lacks is not known (the marks are in memory).
+    if (top.states[d] != DeviceState::kOk) array->changes_->Invalidate(d);
     if (top.states[d] != DeviceState::kOk) continue;
+    if (supers[d]) array->joined_generation_[d] = supers[d]->generation;
     if (!supers[d]) {
       return Status::Corruption("device " + std::to_string(d) + " has no valid superblock; fail and replace it");
     }
@@ -828,6 +853,7 @@ void ElasticArray::WriteRow(PendingRow& row) {
   AlignedBuffer scratch;
   std::vector<DeviceWrite> writes;
   SchemeFor(row.scheme).RowWrites(geometry_, SegmentId(row.segment), row.row, row.buf, true, &scratch, &writes);
+  for (const DeviceWrite& w : writes) changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
   std::erase_if(writes, [&](const DeviceWrite& w) { return (row.writable_mask >> w.device & 1) == 0; });
   io_->WriteUnlocked(writes, &row.results);
 }
@@ -1260,6 +1286,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
       {
         std::shared_lock lock(mu_);
         stop = !unchanged();
+        if (!stop) changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
         if (!stop && io_->writable(w.device)) {
           // A write of the row's own blocks (a copy) carries their stored forms.
           std::span<const StoredBlock> forms;
@@ -1267,6 +1294,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
             forms = std::span(stored).subspan(BytesToBlocks(w.data.data() - row.data()), BytesToBlocks(w.data.size()));
           }
           Status st = io_->device(w.device)->WriteStored(Lba(w.lba), w.data, forms);
+          changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
           ++device_writes[w.device];
           written_bytes += w.data.size();
           if (!st.ok()) errors.emplace_back(w.device, std::move(st));
@@ -1326,29 +1354,93 @@ Status ElasticArray::FailDevice(uint32_t device) {
 
 Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec,
                              const std::function<void(const RebuildProgress&)>& progress) {
+  {
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, fresh));
+    ERAID_RETURN_IF_ERROR(fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
+  }
+  return Rebuild(device, fresh, nullptr, rate_bytes_per_sec, progress, nullptr);
+}
+
+Result<ReAddReport> ElasticArray::ReAdd(uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec,
+                                        const std::function<void(const RebuildProgress&)>& progress) {
+  std::vector<bool> owed;
+  {
+    std::lock_guard lock(mu_);
+    if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+    if (io_->state(device) != DeviceState::kFailed) {
+      return Status::InvalidArgument("device " + std::to_string(device) + " is not failed: nothing to re-add");
+    }
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, returning));
+    if (!changes_->valid(device)) {
+      return Status::InvalidArgument("device " + std::to_string(device) +
+                                     " failed before the array was opened: what it lacks is not known; "
+                                     "bring it back with replace (a full rebuild)");
+    }
+    // Who it is: this array's device `device`, and not an image older than the drive that
+    // last joined in that place (a drive replaced since, coming back, would lack all the
+    // replacement received).
+    std::optional<Superblock> sb;
+    std::vector<std::byte> block(kBlockSize);
+    for (uint64_t slot = 0; slot < 2; ++slot) {
+      if (!returning->Read(Lba(slot), block).ok()) continue;
+      auto d = DecodeSuperblock(block);
+      if (d.ok() && (!sb || d->generation > sb->generation)) sb = *d;
+    }
+    const std::string who = "the drive offered as device " + std::to_string(device);
+    if (!sb) return Status::InvalidArgument(who + " holds no array superblock: use replace");
+    if (sb->array_id != array_id_) return Status::InvalidArgument(who + " belongs to another array: use replace");
+    if (sb->device_index != device) {
+      return Status::InvalidArgument(who + " is device " + std::to_string(sb->device_index) +
+                                     " of this array: use replace");
+    }
+    if (sb->generation < joined_generation_[device] || sb->generation > super_generation_) {
+      return Status::InvalidArgument(who + " has superblock generation " + std::to_string(sb->generation) +
+                                     ", not one of the drive that left (" + std::to_string(joined_generation_[device]) +
+                                     ".." + std::to_string(super_generation_) + "): use replace");
+    }
+    owed = changes_->Missing(device);
+  }
+  ReAddReport report;
+  ERAID_RETURN_IF_ERROR(Rebuild(device, returning, &owed, rate_bytes_per_sec, progress, &report));
+  return report;
+}
+
+Status ElasticArray::CheckRebuildLocked(uint32_t device, Backend* target) const {
+  if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+  if (target->capacity_blocks() < geometry_.device_blocks_needed()) {
+    return Status::InvalidArgument("the new drive is smaller than the array's devices");
+  }
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    if (d != device && io_->state(d) != DeviceState::kOk) {
+      return Status::Busy("device " + std::to_string(d) + " is not healthy; one rebuild at a time");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only,
+                             uint64_t rate_bytes_per_sec,
+                             const std::function<void(const RebuildProgress&)>& progress, ReAddReport* report) {
   RebuildProgress prog;
   uint64_t start_ns = clock_.NowNanos();
   {
     std::lock_guard lock(mu_);
-    if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
-    if (fresh->capacity_blocks() < geometry_.device_blocks_needed()) {
-      return Status::InvalidArgument("replacement is smaller than the array's devices");
-    }
-    for (uint32_t d = 0; d < io_->count(); ++d) {
-      if (d != device && io_->state(d) != DeviceState::kOk) {
-        return Status::Busy("device " + std::to_string(d) + " is not healthy; one rebuild at a time");
-      }
-    }
-    ERAID_RETURN_IF_ERROR(fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
-    io_->set_device(device, fresh);
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, target));
+    io_->set_device(device, target);
     io_->set_state(device, DeviceState::kRebuilding);
     io_->set_rebuild_cursor(0);
+    // From here every write reaches the device (it is writable while rebuilding), and
+    // what it lacked before is rebuilt below: its marks start afresh.
+    changes_->Restart(device);
     ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
     ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
     prog.segments_total = geometry_.segments;
   }
   const uint64_t rb = geometry_.row_blocks();
+  AlignedBuffer zeros;  // a re-add's count of what a full rebuild would have written
   for (uint32_t i = 0; i < geometry_.segments; ++i) {
+    const bool owed = only == nullptr || (*only)[i];
     {
       std::lock_guard lock(mu_);  // segment by segment: user I/O interleaves between them
       // Rows detached while the device was failed skip it; their blocks are rebuilt here
@@ -1357,12 +1449,28 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
         DrainRows();
         ApplyRowResultsLocked();
       }
-      if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
+      if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("rebuild failed");
       Segment& seg = *segments_[i];
       const SegmentId s(i);
-      if (seg.entry.scheme != SegmentScheme::kFree) {
+      const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
+      if (report != nullptr && seg.entry.scheme != SegmentScheme::kFree) {
+        if (zeros.size() == 0) zeros = AlignedBuffer(BlocksToBytes(rb));
+        AlignedBuffer scratch;
+        for (uint32_t r = 0; r < done_rows; ++r) {
+          std::vector<DeviceWrite> writes;
+          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, zeros, true, &scratch, &writes);
+          for (const auto& w : writes) report->total_bytes += w.device == device ? w.data.size() : 0;
+        }
+        report->segments_total += 1;
+      }
+      if (owed && only != nullptr) {
+        // What the returning drive holds of this segment is stale or torn: gone first.
+        Status st = target->Trim(Lba(geometry_.SegmentStart(s)), geometry_.segment_span_blocks());
+        io_->Note(device, st);
+        if (!st.ok()) return Status::Aborted("rebuild failed: " + st.ToString());
+      }
+      if (owed && seg.entry.scheme != SegmentScheme::kFree) {
         io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
-        const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
         AlignedBuffer row(BlocksToBytes(rb)), scratch;
         for (uint32_t r = 0; r < done_rows; ++r) {
           if (ReadRowLocked(s, r, &row, ReadMode::kNoRepair) > 0) {
@@ -1387,13 +1495,15 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
             }
           }
           io_->Write(mine);
+          for (const auto& w : mine) prog.bytes_written += w.data.size();
         }
+        if (report != nullptr) report->segments_resynced += 1;
       }
       io_->set_rebuild_cursor(i + 1);
       prog.segments_done = i + 1;
       if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
     }
-    if (progress) progress(prog);
+    if (progress && (owed || i + 1 == geometry_.segments)) progress(prog);
     if (rate_bytes_per_sec > 0) {
       uint64_t due_ns = start_ns + prog.bytes_written * 1'000'000'000ull / rate_bytes_per_sec;
       uint64_t now = clock_.NowNanos();
@@ -1402,9 +1512,12 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
   }
   std::lock_guard lock(mu_);
   FlushDevicesLocked();
-  if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("replacement failed");
+  if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("rebuild failed");
   io_->set_state(device, DeviceState::kOk);
-  return WriteSuperblocksLocked();
+  ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  joined_generation_[device] = super_generation_;
+  if (report != nullptr) report->resynced_bytes = prog.bytes_written;
+  return Status::Ok();
 }
 
 Result<ScrubReport> ElasticArray::Scrub() {

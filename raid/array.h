@@ -45,6 +45,7 @@
 #include "common/aligned_buffer.h"
 #include "common/clock.h"
 #include "compress/backend.h"
+#include "raid/change_tracker.h"
 #include "raid/geometry.h"
 #include "raid/metadata.h"
 #include "raid/scheme.h"
@@ -107,6 +108,12 @@ struct RebuildProgress {
   uint64_t bytes_written = 0;
 };
 
+// What a re-add wrote, against what a full rebuild of the device would have.
+struct ReAddReport {
+  uint64_t resynced_bytes = 0, total_bytes = 0;
+  uint32_t segments_resynced = 0, segments_total = 0;  // of the segments in use
+};
+
 class ElasticArray {
  public:
   // Writes a new array over `devices` (not owned; they must outlive the array).
@@ -166,6 +173,14 @@ class ElasticArray {
   // (0 = unlimited) caps the rebuild's writes; `progress` is called after each segment.
   Status Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec = 0,
                  const std::function<void(const RebuildProgress&)>& progress = nullptr);
+  // Brings back failed device `device` on `returning` — the same drive, back after an
+  // outage — by rebuilding only the segments it may lack: those written, converted,
+  // trimmed or freed since its last successful flush (ChangeTracker), each trimmed on it
+  // first. Refused (InvalidArgument; use Replace) if the drive is not this array's device
+  // `device` of the incarnation that left, or if it was already failed when the array
+  // was opened (what it lacks is then unknown). Online, like Replace.
+  Result<ReAddReport> ReAdd(uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec = 0,
+                            const std::function<void(const RebuildProgress&)>& progress = nullptr);
   Result<ScrubReport> Scrub();
 
   ArrayStats stats() const;
@@ -180,6 +195,11 @@ class ElasticArray {
                const Clock& clock);
 
   Status WriteSuperblocksLocked();
+  // Replace and ReAdd: `target` becomes device `device` and is rebuilt segment by
+  // segment — every segment, or those flagged in `only` (trimmed on it first).
+  Status CheckRebuildLocked(uint32_t device, Backend* target) const;
+  Status Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only, uint64_t rate_bytes_per_sec,
+                 const std::function<void(const RebuildProgress&)>& progress, ReAddReport* report);
   // A journal record of the segment's current entry. kNow flushes every device after it:
   // for a flip something relies on at once (a conversion, recovery). kAtNextFlush only
   // writes it, and whatever flush comes next makes it durable (the ring is replayed in
@@ -249,9 +269,13 @@ class ElasticArray {
   mutable RwMutex mu_;
   std::array<std::atomic<uint64_t>, kMaxDevices> fast_reads_{};  // device reads of the fast path
   ArrayStats stats_;  // before io_, which keeps the per-device part of it
+  std::unique_ptr<ChangeTracker> changes_;  // before io_, which marks what it writes
   std::unique_ptr<Io> io_;
   std::vector<std::unique_ptr<Segment>> segments_;
   uint64_t super_generation_ = 0;
+  // The superblock generation at which each device last joined (was healthy at open, or
+  // finished a rebuild): a drive re-added in its place must be at least that recent.
+  std::array<uint64_t, kMaxDevices> joined_generation_{};
   uint64_t journal_seq_ = 0;       // last journal record written
   uint64_t checkpoint_seq_ = 0;    // journal seq the newest durable bitmap checkpoint covers
   uint64_t pending_checkpoint_seq_ = 0;  // a checkpoint written, durable at the next flush; 0: none

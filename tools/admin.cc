@@ -139,8 +139,12 @@ std::string VolumeLine(const VolumeReport& r) {
          " connections\n";
 }
 
+// A drive's flash as shown: a remote one's URI without secrets.
+std::string Shown(const std::string& path) { return NbdBackend::IsUri(path) ? NbdBackend::Redact(path) : path; }
+
 AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   const ArrayStats as = a.array().stats();
+  const auto links = a.links();
   const VolumeStats vs = a.volume().stats();
   DriveStats sum;
   std::vector<Json> devices;
@@ -155,9 +159,19 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
     sum.host_stored_bytes += ds.host_stored_bytes;
     sum.flash_write_bytes += ds.flash_write_bytes;
     const DeviceStats& st = as.devices[d];
-    devices.push_back(Json()
+    Json link;
+    std::string link_text;
+    if (d < links.size() && links[d]) {
+      const NbdLinkStats& l = *links[d];
+      link.Str("uri", l.uri).Str("state", l.state).Str("error", l.error).Int("requests", l.requests)
+          .Int("timeouts", l.timeouts).Int("latency_p50_us", l.p50_us).Int("latency_p99_us", l.p99_us);
+      link_text = "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
+                  std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
+                  (l.error.empty() ? "" : "  (" + l.error + ")") + "\n";
+    }
+    Json dev = Json()
                           .Int("index", d)
-                          .Str("path", a.device_path(d))
+                          .Str("path", Shown(a.device_path(d)))
                           .Str("state", StateName(st.state))
                           .Int("reads", st.reads)
                           .Int("writes", st.writes)
@@ -165,11 +179,13 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                           .Int("physical_bytes", ds.live_bytes)
                           .Int("flash_bytes", ds.usable_bytes)
                           .Num("compression", ds.compression_ratio())
-                          .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))));
+                          .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)));
+    if (d < links.size() && links[d]) dev.Obj("link", link);
+    devices.push_back(dev);
     dev_text += "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
                 " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
                 "  WAF " + Fixed(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))) + "  errors " + std::to_string(st.errors) + "  " +
-                a.device_path(d) + "\n";
+                Shown(a.device_path(d)) + "\n" + link_text;
   }
   const std::string health = as.data_at_risk ? "data-at-risk"
                              : state.rebuilding_device >= 0 ? "rebuilding"
@@ -349,8 +365,8 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
   std::vector<Json> devs;
   std::string dev_text;
   for (uint32_t d = 0; d < g.devices; ++d) {
-    devs.push_back(Json().Int("index", d).Str("path", a.device_path(d)).Str("state", StateName(as.devices[d].state)));
-    dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " + a.device_path(d) + "\n";
+    devs.push_back(Json().Int("index", d).Str("path", Shown(a.device_path(d))).Str("state", StateName(as.devices[d].state)));
+    dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " + Shown(a.device_path(d)) + "\n";
   }
   char id[32];
   std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(a.array().array_id()));
@@ -485,9 +501,47 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     const uint64_t bytes = state.rebuild_bytes;
     state.rebuilding_device = -1;
     if (!s.ok()) return Error(1, s.ToString());
-    return done("device " + words[1] + " rebuilt onto " + a.device_path(*d) + ": " + Mib(bytes) + " in " +
+    return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " + Mib(bytes) + " in " +
                     Fixed(secs, 2) + " s",
-                Json().Int("device", *d).Str("path", a.device_path(*d)).Int("bytes", bytes).Num("seconds", secs));
+                Json().Int("device", *d).Str("path", Shown(a.device_path(*d))).Int("bytes", bytes).Num("seconds", secs));
+  }
+  if (verb == "re-add" && (words.size() == 2 || words.size() == 3)) {
+    auto d = ParseIndex(words[1], devices, "device");
+    if (!d.ok()) return Error(2, d.status().message());
+    uint64_t rate = 0;
+    if (words.size() == 3) {
+      auto r = ParseSize(words[2]);
+      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
+      rate = *r;
+    }
+    int expected = -1;
+    if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
+      return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
+    }
+    state.rebuild_done = 0;
+    state.rebuild_total = a.array().geometry().segments;
+    LowerThisThreadPriority();
+    const auto start = std::chrono::steady_clock::now();
+    auto r = a.ReAdd(*d, rate, [&](const RebuildProgress& p) {
+      state.rebuild_done = p.segments_done;
+      state.rebuild_total = p.segments_total;
+      state.rebuild_bytes = p.bytes_written;
+      if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
+    });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.rebuilding_device = -1;
+    if (!r.ok()) return Error(r.status().code() == StatusCode::kInvalidArgument ? 2 : 1, r.status().ToString());
+    return done("device " + words[1] + " re-added: " + Mib(r->resynced_bytes) + " resynced of " +
+                    Mib(r->total_bytes) + " (" + std::to_string(r->segments_resynced) + " of " +
+                    std::to_string(r->segments_total) + " segments) in " + Fixed(secs, 2) + " s",
+                Json()
+                    .Int("device", *d)
+                    .Str("path", Shown(a.device_path(*d)))
+                    .Int("resynced_bytes", r->resynced_bytes)
+                    .Int("total_bytes", r->total_bytes)
+                    .Int("segments_resynced", r->segments_resynced)
+                    .Int("segments_total", r->segments_total)
+                    .Num("seconds", secs));
   }
   if (verb == "scrub" && words.size() == 1) {
     LowerThisThreadPriority();

@@ -53,6 +53,35 @@ FileBackendOptions FlashFileOptions() {
   return fo;
 }
 
+// A drive's flash: a remote export (NBD URI) or a local file or block device.
+// `create_size`: a local file missing (or a regular file) is made this size; 0 opens.
+Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t create_size, uint32_t io_timeout_ms) {
+  if (NbdBackend::IsUri(path)) {
+    NbdBackendOptions no;
+    no.timeout_ms = io_timeout_ms;
+    ERAID_ASSIGN_OR_RETURN(auto nbd, NbdBackend::Open(path, no));
+    return std::unique_ptr<Backend>(std::move(nbd));
+  }
+  FileBackendOptions fo = FlashFileOptions();
+  if (create_size > 0) {
+    fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
+    fo.size_bytes = create_size;
+  }
+  ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
+  return std::unique_ptr<Backend>(std::move(file));
+}
+
+Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv, const std::string& where) {
+  auto it = kv.find("io_timeout_ms");
+  if (it == kv.end()) return 30000u;  // manifests from before remote drives
+  try {
+    const unsigned long v = std::stoul(it->second);
+    if (v > 0 && v <= 86400000ul) return static_cast<uint32_t>(v);
+  } catch (...) {
+  }
+  return Status::Corruption(where + ": bad io_timeout_ms '" + it->second + "'");
+}
+
 std::string DrivePath(const std::string& dir, uint32_t i) { return dir + "/drive" + std::to_string(i); }
 
 std::string Hex(uint32_t v) {
@@ -250,14 +279,15 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   SetServingDriveOptions(&a->drive_options_);
   std::vector<Backend*> devs;
   CreatedFiles created;
+  if (o.io_timeout_ms == 0 || o.io_timeout_ms > 86400000u) {
+    return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");
+  }
+  a->io_timeout_ms_ = o.io_timeout_ms;
   for (uint32_t i = 0; i < o.devices; ++i) {
-    FileBackendOptions fo = FlashFileOptions();
     const std::string path = o.device_paths.empty() ? DrivePath(dir, i) : o.device_paths[i];
-    fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
-    fo.size_bytes = o.device_size_bytes;
     a->paths_.push_back(path);
-    if (!std::filesystem::exists(path)) created.paths.push_back(path);
-    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
+    if (!NbdBackend::IsUri(path) && !std::filesystem::exists(path)) created.paths.push_back(path);
+    ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(path, o.device_size_bytes, o.io_timeout_ms));
     ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, a->drive_options_));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(drive));
@@ -277,7 +307,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"beta", std::to_string(o.scheduler.beta)},
       {"convert_rate", std::to_string(o.scheduler.rate_bytes_per_sec)},
       {"hot_half_life_ms", std::to_string(o.scheduler.hotness.half_life_ms)},
-      {"scheme", raid_format::SchemeName(o.volume.scheme)}};
+      {"scheme", raid_format::SchemeName(o.volume.scheme)},
+      {"io_timeout_ms", std::to_string(o.io_timeout_ms)}};
   if (!o.device_paths.empty()) {
     for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
   }
@@ -360,11 +391,12 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   a->counters_note_ = counters_note;
   a->scheduler_options_ = so;
   a->drive_options_ = drive;
+  ERAID_ASSIGN_OR_RETURN(a->io_timeout_ms_, ParseTimeoutMs(kv, dir + "/" + kManifest));
   std::vector<Backend*> devs;
   for (uint32_t i = 0; i < devices; ++i) {
     auto p = kv.find("drive." + std::to_string(i));
     a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
-    ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(a->paths_.back(), FlashFileOptions()));
+    ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(a->paths_.back(), 0, a->io_timeout_ms_));
     ERAID_ASSIGN_OR_RETURN(auto d, CompressedDrive::Open(*file, drive));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(d));
@@ -377,6 +409,35 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   if (!table.ok() && table.status().code() != StatusCode::kNotFound) return table.status();
   ERAID_RETURN_IF_ERROR(a->OpenVolumes(table.ok() ? *table : Volumes::DefaultTable(a->volume_->capacity_blocks())));
   return a;
+}
+
+std::vector<std::optional<NbdLinkStats>> ArrayDir::links() const {
+  std::shared_lock lock(devices_mu_);
+  std::vector<std::optional<NbdLinkStats>> v;
+  for (const auto& f : files_) {
+    const auto* nbd = dynamic_cast<const NbdBackend*>(f.get());
+    v.push_back(nbd ? std::optional(nbd->link_stats()) : std::nullopt);
+  }
+  return v;
+}
+
+Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
+  if (timeout_ms == 0 || timeout_ms > 86400000u) {
+    return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");
+  }
+  // Held like an open: not while a server has the array (it reads the manifest at open).
+  const std::string lock_path = dir + "/eraid.lock";
+  ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoError("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Status::Busy("the array in " + dir + " is in use (stop the server, then set it)");
+  }
+  kv["io_timeout_ms"] = std::to_string(timeout_ms);
+  Status s = WriteManifest(dir, kv);
+  ::close(fd);
+  return s;
 }
 
 PhysicalUse ArrayDir::Physical() const {
@@ -486,22 +547,24 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
                          const std::function<void(const RebuildProgress&)>& progress) {
   std::lock_guard lock(replace_mu_);
   if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
+  // A remote drive is rebuilt in place onto its own export only when asked (`--with` the
+  // same URI); without --with, a local drive goes to a new file renamed over its own.
+  if (with.empty() && NbdBackend::IsUri(paths_[d])) {
+    return Status::InvalidArgument("drive " + std::to_string(d) + " is remote: give --with URI (or a path)");
+  }
   const bool in_place = with.empty();
   const std::string target = in_place ? paths_[d] + ".new" : with;
-  if (!in_place && std::filesystem::exists(target) && !std::filesystem::is_block_file(target)) {
+  const bool remote = NbdBackend::IsUri(target);
+  if (!in_place && !remote && std::filesystem::exists(target) && !std::filesystem::is_block_file(target)) {
     return Status::InvalidArgument(target + " exists; give a new file or a block device");
   }
-  uint64_t size = 0;
-  {
+  uint64_t size = BlocksToBytes(files_[d]->capacity_blocks());
+  if (!NbdBackend::IsUri(paths_[d]) && !std::filesystem::is_block_file(paths_[d])) {
     std::error_code ec;
-    size = std::filesystem::is_block_file(paths_[d]) ? BlocksToBytes(files_[d]->capacity_blocks())
-                                                      : std::filesystem::file_size(paths_[d], ec);
-    if (ec) size = BlocksToBytes(files_[d]->capacity_blocks());
+    const uint64_t file_size = std::filesystem::file_size(paths_[d], ec);
+    if (!ec) size = file_size;
   }
-  FileBackendOptions fo = FlashFileOptions();
-  fo.create = !std::filesystem::is_block_file(target);
-  fo.size_bytes = size;
-  ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(target, fo));
+  ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(target, remote ? 0 : size, io_timeout_ms_));
   DriveOptions format = drive_options_;
   format.erase_unit_blocks = drives_[d]->erase_unit_blocks();
   format.expansion = drives_[d]->expansion();
@@ -529,6 +592,32 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
     ERAID_RETURN_IF_ERROR(WriteManifestFile());
   }
   return Status::Ok();
+}
+
+Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
+                                    const std::function<void(const RebuildProgress&)>& progress) {
+  std::lock_guard lock(replace_mu_);
+  if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
+  if (array_->stats().devices[d].state != DeviceState::kFailed) {
+    return Status::InvalidArgument("device " + std::to_string(d) + " is not failed: nothing to re-add");
+  }
+  // A new connection (or file handle), and the drive recovered from its flash as after a
+  // crash: the old objects are those of a failed device and stay until the swap.
+  ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(paths_[d], 0, io_timeout_ms_));
+  auto drive = CompressedDrive::Open(*file, drive_options_);
+  if (!drive.ok()) {
+    return Status::InvalidArgument("device " + std::to_string(d) + " came back unreadable (" +
+                                   drive.status().ToString() + "): use replace");
+  }
+  ERAID_ASSIGN_OR_RETURN(ReAddReport report, array_->ReAdd(d, drive->get(), rate_bytes_per_sec, progress));
+  ERAID_RETURN_IF_ERROR((*drive)->Flush());
+  std::unique_lock lock_devices(devices_mu_);
+  std::unique_ptr<CompressedDrive> old_drive = std::move(*drive);
+  std::swap(drives_[d], old_drive);
+  std::swap(files_[d], file);
+  old_drive.reset();
+  file.reset();
+  return report;
 }
 
 }  // namespace eraid

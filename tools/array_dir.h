@@ -20,6 +20,7 @@
 
 #include "compress/compressed_drive.h"
 #include "compress/file_backend.h"
+#include "compress/nbd_backend.h"
 #include "log/volume.h"
 #include "log/volumes.h"
 #include "raid/array.h"
@@ -30,9 +31,13 @@ namespace eraid {
 struct ArrayDirOptions {
   uint32_t devices = 4;
   // Where each drive's flash lives: empty = DIR/drive0 .. DIR/driveN-1. Otherwise one
-  // path per drive (files, created with device_size_bytes if missing, or block devices).
+  // path per drive: files (created with device_size_bytes if missing), block devices, or
+  // NBD URIs (nbd://, nbds://, nbd+unix://: the export's size is the flash's).
   std::vector<std::string> device_paths;
   uint64_t device_size_bytes = 256ull << 20;  // flash per emulated drive
+  // A remote drive's request (or connect) that takes longer fails the drive (kept in the
+  // manifest; `eraid set --io-timeout` changes it).
+  uint32_t io_timeout_ms = 30000;
   DriveOptions drive;
   ArrayOptions array;
   VolumeOptions volume;
@@ -67,11 +72,20 @@ class ArrayDir {
     std::shared_lock lock(devices_mu_);
     return paths_.at(d);
   }
+  // The link of each drive whose flash is remote (nullopt for local ones).
+  std::vector<std::optional<NbdLinkStats>> links() const;
+  uint32_t io_timeout_ms() const { return io_timeout_ms_; }
   // Rebuilds device `d` onto a freshly formatted drive at `with` (empty: a new file that
   // replaces the device's own, renamed into place when the rebuild is done), online. The
   // manifest records the new path. `progress` as ElasticArray::Replace.
   Status Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
                  const std::function<void(const RebuildProgress&)>& progress);
+
+  // Brings back device `d`, failed by an outage, on its own flash (paths_[d], reached
+  // afresh): the drive is opened (recovering it), checked to be the one that left, and
+  // resynced — only the segments it may lack are rebuilt (ElasticArray::ReAdd).
+  Result<ReAddReport> ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
+                            const std::function<void(const RebuildProgress&)>& progress);
 
   // The log over the whole array (the default volume's LBAs are its first), and the
   // named volumes on it.
@@ -108,7 +122,8 @@ class ArrayDir {
   // Guards paths_, files_ and drives_ against a replacement swapping them while the
   // scheduler or an admin command reads them.
   mutable std::shared_mutex devices_mu_;
-  std::vector<std::unique_ptr<FileBackend>> files_;
+  std::vector<std::unique_ptr<Backend>> files_;  // each drive's flash: a FileBackend or an NbdBackend
+  uint32_t io_timeout_ms_ = 30000;
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;
   std::unique_ptr<Volume> volume_;
@@ -124,6 +139,10 @@ class ArrayDir {
   std::condition_variable saver_cv_;
   bool saver_stop_ = false;
 };
+
+// Changes a setting kept in an array's manifest while nothing serves it (`eraid set`):
+// today the remote drives' I/O timeout.
+Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms);
 
 // Parses "256M", "1G", "4096" (bytes; K, M, G, T are powers of 1024).
 Result<uint64_t> ParseSize(const std::string& text);

@@ -35,12 +35,14 @@ namespace {
 int Usage(std::ostream& out, int rc) {
   out << "usage: eraid SUBCOMMAND [options]   (eraid SUBCOMMAND --help for its options)\n"
          "subcommands:\n"
-         "  create    make an array of emulated compressing drives (or over given files/devices)\n"
+         "  create    make an array of emulated compressing drives (over files, devices or NBD exports)\n"
          "  serve     serve an array over NBD with nbdkit (Unix socket, mode 0600)\n"
          "  stop      stop the server of an array\n"
+         "  set       change a setting of an array not being served (the remote drives' I/O timeout)\n"
          "  status    health, devices, capacity, physical use, compression, RAID10 coverage, WA\n"
          "  fail      fail a device (failure injection); the array runs degraded\n"
          "  replace   rebuild a device onto a fresh drive, online\n"
+         "  re-add    bring back a drive failed by an outage, resyncing only what changed since\n"
          "  scrub     read every block and check CRCs, parity and mirrors; repair what it can\n"
          "  convert   convert segments to RAID5 or RAID10\n"
          "  inspect   dump the superblock, bitmap and segment table\n"
@@ -207,7 +209,7 @@ int VolumeCommand(int argc, char** argv) {
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
-  double beta = 0.9, hot_half_life_s = 10;
+  double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30;
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
@@ -217,7 +219,8 @@ int Create(int argc, char** argv) {
       ("dir", po::value(&dir)->required(), "directory for the manifest (and the drive files)")
       ("devices", po::value(&devices)->default_value(devices), "drives, n+1 (3..16)")
       ("device-size", po::value(&device_size)->default_value(device_size), "flash per emulated drive (e.g. 256M, 1G)")
-      ("device", po::value(&device_paths)->composing(), "a file or block device for a drive's flash, once per drive (default DIR/driveK)")
+      ("device", po::value(&device_paths)->composing(), "a drive's flash, once per drive (default DIR/driveK): a file, a block device, or an NBD export on another host (nbd://HOST:PORT/EXPORT, nbds://... with ?tls-psk-file=FILE, nbd+unix:///EXPORT?socket=PATH)")
+      ("io-timeout", po::value(&io_timeout_s)->default_value(io_timeout_s), "seconds a remote drive's request may take before the drive is failed (0.001..86400; `eraid set` changes it)")
       ("chunk", po::value(&chunk)->default_value(chunk), "RAID chunk (4K..1M, a power of two)")
       ("rows-per-slot", po::value(&rows)->default_value(rows), "rows per segment slot")
       ("expansion", po::value(&expansion)->default_value(expansion), "drive logical/physical size (1..16)")
@@ -270,6 +273,10 @@ int Create(int argc, char** argv) {
     return Die("create", Status::InvalidArgument("--expansion must be 1..16"), 2);
   }
   if (rows < 1 || rows > 4096) return Die("create", Status::InvalidArgument("--rows-per-slot must be 1..4096"), 2);
+  if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
+    return Die("create", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
+  }
+  o.io_timeout_ms = static_cast<uint32_t>(std::llround(io_timeout_s * 1000));
   o.device_size_bytes = *size;
   o.drive.codec = *codec;
   o.drive.expansion = expansion;
@@ -284,6 +291,24 @@ int Create(int argc, char** argv) {
   if (Status s = (*a)->Close(); !s.ok()) return Die("create", s);
   std::cout << "created " << dir << ": " << o.devices << " drives, volume of "
             << BlocksToBytes((*a)->volume().capacity_blocks()) / 1048576 << " MiB\n";
+  return 0;
+}
+
+// Settings kept in the manifest that may change after create (while nothing serves).
+int Set(int argc, char** argv) {
+  std::string dir;
+  double io_timeout_s = 0;
+  po::options_description desc("eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array that is not being served.\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
+      ("io-timeout", po::value(&io_timeout_s)->required(), "seconds a remote drive's request may take before the drive is failed (0.001..86400)");
+  po::variables_map vm;
+  if (int rc = Parse("set", desc, argc, argv, &vm); rc >= 0) return rc;
+  if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
+    return Die("set", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
+  }
+  Status s = SetIoTimeout(dir, static_cast<uint32_t>(std::llround(io_timeout_s * 1000)));
+  if (!s.ok()) return Die("set", s, s.code() == StatusCode::kInvalidArgument ? 2 : 1);
+  std::cout << dir << ": io timeout " << io_timeout_s << " s\n";
   return 0;
 }
 
@@ -389,16 +414,18 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   std::string synopsis;
   if (name == "status") synopsis = "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith --interval: while served, one line per N seconds with that interval's writes and WA per layer (like iostat),\nand each volume's reads and writes per second.";
   if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
-  if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH), online.";
+  if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online.";
+  if (name == "re-add") synopsis = "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive that left, then rebuilds only the segments written, converted or freed since.\nRefused for a drive that is another one or an older image, or failed before the server started: use replace.";
   if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
   if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one sealed segment, or all of them (paced to --rate user bytes per second).";
   if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, highest, and with --json a histogram over N equal parts of\nthe volume) and, while served, its hotness (decayed accesses, and per written block).";
   po::options_description desc(synopsis + "\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
       ("json", po::bool_switch(&json), "print JSON");
-  if (name == "fail" || name == "replace") desc.add_options()("device", po::value(&device)->required(), "device index");
+  if (name == "fail" || name == "replace" || name == "re-add") desc.add_options()("device", po::value(&device)->required(), "device index");
+  if (name == "re-add") desc.add_options()("rate", po::value(&rate)->default_value(rate), "resync write rate limit, bytes/s (e.g. 100M; 0 = none)");
   if (name == "replace") {
-    desc.add_options()("with", po::value(&with), "a new file or block device for the drive")
+    desc.add_options()("with", po::value(&with), "a new file, block device or NBD URI for the drive (required for a remote drive)")
         ("rate", po::value(&rate)->default_value(rate), "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)");
   }
   if (name == "convert") {
@@ -425,7 +452,7 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
     if (bins < 1 || bins > 1000) return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);
     words.push_back(std::to_string(bins));
   }
-  if (name == "fail" || name == "replace") {
+  if (name == "fail" || name == "replace" || name == "re-add") {
     if (device < 0) return Die(name, Status::InvalidArgument("--device must be >= 0"), 2);
     words.push_back(std::to_string(device));
   }
@@ -433,12 +460,13 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
     words.push_back(with);
     words.push_back(rate);
   }
+  if (name == "re-add") words.push_back(rate);
   if (name == "convert") {
     words.push_back(to);
     words.push_back(segment);
     words.push_back(rate);
   }
-  return Admin(name, dir, words, json, name == "replace" || name == "convert");
+  return Admin(name, dir, words, json, name == "replace" || name == "re-add" || name == "convert");
 }
 
 }  // namespace
@@ -452,7 +480,8 @@ int main(int argc, char** argv) {
   if (cmd == "stop") return Stop(argc - 1, argv + 1);
   if (cmd == "demo") return RunDemo(argc - 1, argv + 1);
   if (cmd == "volume") return VolumeCommand(argc - 1, argv + 1);
-  for (const char* admin : {"status", "fail", "replace", "scrub", "convert", "inspect"}) {
+  if (cmd == "set") return Set(argc - 1, argv + 1);
+  for (const char* admin : {"status", "fail", "replace", "re-add", "scrub", "convert", "inspect"}) {
     if (cmd == admin) return AdminCommand(cmd, argc - 1, argv + 1);
   }
   std::cerr << "eraid: unknown subcommand '" << cmd << "'\n";
