@@ -482,18 +482,30 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
   }
   // The newest valid superblock of each device; the newest of all defines the array.
   std::vector<std::optional<Superblock>> supers(devices.size());
+  // Devices that answer neither superblock read (gone: a drive host that is down). One
+  // of them the array can do without: it opens degraded.
+  std::vector<bool> gone(devices.size(), false);
+  uint32_t gone_count = 0;
   std::vector<std::byte> block(kBlockSize);
   const Superblock* newest = nullptr;
   std::string why;
   for (size_t d = 0; d < devices.size(); ++d) {
+    uint32_t read_errors = 0;
     for (uint64_t slot = 0; slot < 2; ++slot) {
-      if (!devices[d]->Read(Lba(slot), block).ok()) continue;
+      if (!devices[d]->Read(Lba(slot), block).ok()) {
+        ++read_errors;
+        continue;
+      }
       auto sb = DecodeSuperblock(block);
       if (!sb.ok()) {
         why = sb.status().ToString();
         continue;
       }
       if (!supers[d] || sb->generation > supers[d]->generation) supers[d] = *sb;
+    }
+    if (read_errors == 2) {
+      gone[d] = true;
+      ++gone_count;
     }
     if (supers[d] && (!newest || supers[d]->generation > newest->generation)) newest = &*supers[d];
   }
@@ -512,6 +524,12 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
     if (top.states[d] != DeviceState::kOk) array->changes_->Invalidate(d);
     if (top.states[d] != DeviceState::kOk) continue;
     if (supers[d]) array->joined_generation_[d] = supers[d]->generation;
+    if (gone[d] && gone_count == 1 &&
+        std::count(top.states, top.states + devices.size(), DeviceState::kOk) == static_cast<long>(devices.size())) {
+      array->io_->Fail(d);  // recorded on the others by the first superblock write
+      array->changes_->Invalidate(d);
+      continue;
+    }
     if (!supers[d]) {
       return Status::Corruption("device " + std::to_string(d) + " has no valid superblock; fail and replace it");
     }
@@ -530,7 +548,10 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
     // further behind missed whole rounds: it was failed, and this is its old copy (a
     // rebuild onto a replacement was cut before the replacement took its place). Its
     // blocks are stale: it is failed again, to be rebuilt.
-    if (supers[d]->generation + 1 < top.generation) array->io_->Fail(d);
+    if (supers[d]->generation + 1 < top.generation) {
+      array->io_->Fail(d);
+      array->changes_->Invalidate(d);  // it lacks more than anything marked from now on
+    }
   }
   std::lock_guard lock(array->mu_);
   ERAID_RETURN_IF_ERROR(array->RecoverLocked());

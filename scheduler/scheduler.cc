@@ -29,6 +29,7 @@ Result<Policy> ParsePolicy(const std::string& name) {
 PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives) {
   PhysicalUse u;
   for (const auto& d : drives) {
+    if (!d) continue;  // a drive that was never reached (tools/array_dir.cc)
     u.used_bytes += d->live_bytes();  // lock-free: asked in the volume's write path
     u.flash_bytes += d->usable_bytes();
   }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/crc32c.h"
+#include "compress/completion_queue.h"
 
 namespace eraid {
 
@@ -70,6 +71,35 @@ Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t cre
   ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
   return std::unique_ptr<Backend>(std::move(file));
 }
+
+// A remote drive that could not be reached when the array opened: every request fails,
+// so the array opens without it, degraded (ElasticArray::Open), and `replace` brings it
+// back once its host is up.
+class UnreachableBackend final : public Backend {
+ public:
+  UnreachableBackend(std::string uri, std::string why) : uri_(std::move(uri)), why_(std::move(why)) {}
+  uint64_t capacity_blocks() const override { return 0; }
+  uint32_t queue_depth() const override { return 1; }
+  std::string name() const override { return "nbd:" + NbdBackend::Redact(uri_); }
+  void SubmitRead(Lba, std::span<std::byte>, IoCallback done) override { Fail(std::move(done)); }
+  void SubmitWrite(Lba, std::span<const std::byte>, IoCallback done) override { Fail(std::move(done)); }
+  void SubmitTrim(Lba, uint64_t, IoCallback done) override { Fail(std::move(done)); }
+  void SubmitFlush(IoCallback done) override { Fail(std::move(done)); }
+  size_t Poll(bool wait) override { return completions_.Poll(wait); }
+  size_t in_flight() const override { return completions_.size(); }
+  NbdLinkStats link_stats() const {
+    NbdLinkStats l;
+    l.uri = NbdBackend::Redact(uri_);
+    l.state = "unreachable";
+    l.error = why_;
+    return l;
+  }
+
+ private:
+  void Fail(IoCallback done) { completions_.Push(std::move(done), Status::IoError(name() + " unreachable: " + why_)); }
+  const std::string uri_, why_;
+  CompletionQueue completions_;
+};
 
 Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv, const std::string& where) {
   auto it = kv.find("io_timeout_ms");
@@ -396,9 +426,17 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   for (uint32_t i = 0; i < devices; ++i) {
     auto p = kv.find("drive." + std::to_string(i));
     a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
-    ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(a->paths_.back(), 0, a->io_timeout_ms_));
-    ERAID_ASSIGN_OR_RETURN(auto d, CompressedDrive::Open(*file, drive));
-    a->files_.push_back(std::move(file));
+    auto file = OpenFlash(a->paths_.back(), 0, a->io_timeout_ms_);
+    if (!file.ok() && NbdBackend::IsUri(a->paths_.back()) && file.status().code() == StatusCode::kIoError) {
+      // A drive host that is down: the array opens without it (if it can do without one).
+      a->files_.push_back(std::make_unique<UnreachableBackend>(a->paths_.back(), file.status().message()));
+      a->drives_.push_back(nullptr);
+      devs.push_back(a->files_.back().get());
+      continue;
+    }
+    if (!file.ok()) return file.status();
+    ERAID_ASSIGN_OR_RETURN(auto d, CompressedDrive::Open(**file, drive));
+    a->files_.push_back(std::move(*file));
     a->drives_.push_back(std::move(d));
     devs.push_back(a->drives_.back().get());
   }
@@ -415,8 +453,13 @@ std::vector<std::optional<NbdLinkStats>> ArrayDir::links() const {
   std::shared_lock lock(devices_mu_);
   std::vector<std::optional<NbdLinkStats>> v;
   for (const auto& f : files_) {
-    const auto* nbd = dynamic_cast<const NbdBackend*>(f.get());
-    v.push_back(nbd ? std::optional(nbd->link_stats()) : std::nullopt);
+    if (const auto* nbd = dynamic_cast<const NbdBackend*>(f.get())) {
+      v.push_back(nbd->link_stats());
+    } else if (const auto* gone = dynamic_cast<const UnreachableBackend*>(f.get())) {
+      v.push_back(gone->link_stats());
+    } else {
+      v.push_back(std::nullopt);
+    }
   }
   return v;
 }
@@ -448,7 +491,7 @@ PhysicalUse ArrayDir::Physical() const {
 std::vector<DriveStats> ArrayDir::drive_stats() const {
   std::shared_lock lock(devices_mu_);
   std::vector<DriveStats> v;
-  for (const auto& d : drives_) v.push_back(d->stats());
+  for (const auto& d : drives_) v.push_back(d ? d->stats() : DriveStats{});
   return v;
 }
 
@@ -481,6 +524,7 @@ LifetimeCounters ArrayDir::Lifetime() const {
   std::shared_lock lock(devices_mu_);
   DriveStats sum = replaced_;
   for (const auto& d : drives_) {
+    if (!d) continue;
     const DriveStats ds = d->stats();
     sum.host_write_bytes += ds.host_write_bytes;
     sum.host_stored_bytes += ds.host_stored_bytes;
@@ -516,7 +560,9 @@ Status ArrayDir::Close() {
   scheduler_.reset();  // stops its workers; a conversion in progress completes
   if (volume_) ERAID_RETURN_IF_ERROR(volume_->Flush());
   if (array_) ERAID_RETURN_IF_ERROR(array_->RecordOpenFrontiers());
-  for (auto& d : drives_) ERAID_RETURN_IF_ERROR(d->Close());
+  for (auto& d : drives_) {
+    if (d) ERAID_RETURN_IF_ERROR(d->Close());
+  }
   return volume_ ? SaveLifetime() : Status::Ok();
 }
 
@@ -559,22 +605,26 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
     return Status::InvalidArgument(target + " exists; give a new file or a block device");
   }
   uint64_t size = BlocksToBytes(files_[d]->capacity_blocks());
+  for (size_t k = 0; size == 0 && k < files_.size(); ++k) size = BlocksToBytes(files_[k]->capacity_blocks());  // never reached
   if (!NbdBackend::IsUri(paths_[d]) && !std::filesystem::is_block_file(paths_[d])) {
     std::error_code ec;
     const uint64_t file_size = std::filesystem::file_size(paths_[d], ec);
     if (!ec) size = file_size;
   }
   ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(target, remote ? 0 : size, io_timeout_ms_));
+  // The geometry of the drive it replaces (or, for one that was never reached, of the others).
+  const CompressedDrive* like = drives_[d].get();
+  for (size_t k = 0; like == nullptr && k < drives_.size(); ++k) like = drives_[k].get();
   DriveOptions format = drive_options_;
-  format.erase_unit_blocks = drives_[d]->erase_unit_blocks();
-  format.expansion = drives_[d]->expansion();
+  format.erase_unit_blocks = like->erase_unit_blocks();
+  format.expansion = like->expansion();
   ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, format));
   ERAID_RETURN_IF_ERROR(array_->Replace(d, drive.get(), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR(drive->Flush());
   // The array no longer touches the old drive: swap the objects, then the files.
   std::unique_lock lock_devices(devices_mu_);
   // The old drive's counters stay in the array's lifetime figures.
-  const DriveStats old = drives_[d]->stats();
+  const DriveStats old = drives_[d] ? drives_[d]->stats() : DriveStats{};
   replaced_.host_write_bytes += old.host_write_bytes;
   replaced_.host_stored_bytes += old.host_stored_bytes;
   replaced_.flash_write_bytes += old.flash_write_bytes;

@@ -15,7 +15,8 @@
 #      segments it missed — a fraction of a full rebuild;
 #   4. a drive host is killed (SIGKILL): the drive fails at once (no deadline to wait).
 # A drive failed when the server starts is refused by re-add (its changes are unknown)
-# and rebuilt in full by replace.
+# and rebuilt in full by replace; so is one whose host is down when the server starts
+# (the array opens without it, degraded).
 # After each fault fio verifies every block it wrote (degraded), after each rebuild
 # `scrub` reports 0 mismatches and fio verifies again. No request waits more than the
 # deadline plus 3 s (fio's maximum completion latency). `status --json` shows each remote
@@ -213,6 +214,17 @@ rebuild_onto 3 $SPARE
 "$ERAID" re-add --dir "$A" --device 2 2>"$WORK/err" && { echo "remote_drives: re-add after a restart accepted"; exit 1; }
 grep -q "replace" "$WORK/err" || { cat "$WORK/err"; exit 1; }
 rebuild_onto 2 2
+
+# A drive host that is down when the server starts: the array opens without it, degraded,
+# serves every block, and replace brings the drive back once the host is up again.
+verify_again
+"$ERAID" stop --dir "$A"
+kill -KILL "${PIDS[0]}"
+"$ERAID" serve --dir "$A" --daemon
+status_check 0 failed unreachable
+verify_again --verify_only
+start_host 0
+rebuild_onto 0 0
 
 # A restart reconnects to every host, and everything still verifies.
 "$ERAID" stop --dir "$A"
