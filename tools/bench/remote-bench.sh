@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Drives on other hosts (issue 18): an array whose four drives' flash is exported by
+# nbdkit (`file` plugin) on loopback TCP, against the same array on local files, in one
+# run. fio 4 KiB random reads and writes at QD 16 (ioengine=nbd, 50% compressible data)
+# over the served volume, in rounds that alternate the two arrays; then, on the remote
+# one: random reads with one drive host killed (degraded), and the time of a re-add after
+# an outage in which 5% of the volume was written, against a full rebuild (replace) of
+# the same drive. Run it on an otherwise idle machine; the load average is recorded.
+#
+# Usage: tools/bench/remote-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S] [--rounds N]
+#   a full run rewrites the remote-bench section of docs/benchmarks.md; --quick prints only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
+BUILD=$ROOT/build
+QUICK=0
+RUNTIME=20
+ROUNDS=4
+TMPBASE=${TMPDIR:-/tmp}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1; RUNTIME=4; ROUNDS=1 ;;
+    --build) BUILD=$2; shift ;;
+    --dir) TMPBASE=$2; shift ;;
+    --runtime) RUNTIME=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    -h|--help) usage_from_header "$0"; exit 0 ;;
+    *) echo "remote-bench: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$RUNTIME$ROUNDS" in *[!0-9]*) echo "remote-bench: --runtime and --rounds take whole numbers" >&2; exit 2 ;; esac
+[ "$ROUNDS" -ge 1 ] && [ "$RUNTIME" -ge "$ROUNDS" ] || { echo "remote-bench: need 1 <= --rounds <= --runtime" >&2; exit 2; }
+ERAID=$BUILD/tools/eraid
+[ -x "$ERAID" ] || { echo "remote-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
+need fio nbdkit
+DEVSIZE=$([ "$QUICK" = 1 ] && echo 128M || echo 512M)
+WORK=$(mktemp -d "$TMPBASE/eraid-remote-bench.XXXXXX")
+declare -a HOSTPIDS
+cleanup() {
+  array_down "$ERAID" "$WORK/local"
+  array_down "$ERAID" "$WORK/remote"
+  for p in "${HOSTPIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+PORT0=$((30000 + $$ % 20000))
+# host K: nbdkit serving WORK/hostK (DEVSIZE, sparse) on 127.0.0.1:PORT0+K
+start_host() {
+  local k=$1
+  [ -e "$WORK/host$k" ] || truncate -s "$DEVSIZE" "$WORK/host$k"
+  nbdkit -f -p $((PORT0 + k)) -i 127.0.0.1 file "$WORK/host$k" 2>>"$WORK/hosts.log" &
+  HOSTPIDS[$k]=$!
+  for _ in $(seq 100); do nbdinfo --size "nbd://127.0.0.1:$((PORT0 + k))/" >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "remote-bench: drive host $k did not come up" >&2; exit 1
+}
+for k in 0 1 2 3; do start_host $k; done
+say remote-bench "arrays: 4 drives of $DEVSIZE, local files and nbdkit on loopback TCP"
+array_up "$ERAID" "$WORK/local" --devices 4 --device-size "$DEVSIZE"
+DEVICES=()
+for k in 0 1 2 3; do DEVICES+=(--device "nbd://127.0.0.1:$((PORT0 + k))/"); done
+array_up "$ERAID" "$WORK/remote" --io-timeout 5 "${DEVICES[@]}"
+declare -A URI=([local]="nbd+unix:///?socket=$WORK/local/nbd.sock" [remote]="nbd+unix:///?socket=$WORK/remote/nbd.sock")
+declare -A SPID=([local]=$(serve_pid "$WORK/local") [remote]=$(serve_pid "$WORK/remote"))
+CAP=$(json_num "$("$ERAID" status --dir "$WORK/remote" --json)" capacity_bytes)
+REGION=$(( CAP * 3 / 4 / 1048576 ))M
+for t in local remote; do
+  say remote-bench "precondition $t ($REGION sequential)"
+  fio_terse "${URI[$t]}" write 16 1 --bs=1M --size="$REGION" --buffer_compress_percentage=50 >/dev/null
+done
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
+ROWS=""
+for rw in randread randwrite; do
+  declare -A SUM=() CPU=() IOS=() P50=()
+  for ((round = 0; round < ROUNDS; round++)); do
+    for t in $([ $((round % 2)) = 0 ] && echo local remote || echo remote local); do
+      say remote-bench "$t $rw QD 16, round $((round + 1))/$ROUNDS ($((RUNTIME / ROUNDS)) s)"
+      cost_begin "${SPID[$t]}" "$WORK/perf.out"
+      line=$(fio_terse "${URI[$t]}" "$rw" 16 1 --size="$REGION" --buffer_compress_percentage=50 \
+             --time_based --runtime=$((RUNTIME / ROUNDS)) --randrepeat=0)
+      cost_end
+      iops=$(terse_iops "$line")
+      SUM[$t]=$(( ${SUM[$t]:-0} + ${iops%.*} ))
+      IOS[$t]=$(( ${IOS[$t]:-0} + ${iops%.*} * (RUNTIME / ROUNDS) ))
+      CPU[$t]=$(awk -v a="${CPU[$t]:-0}" -v b="$COST_CPU_MS" 'BEGIN {print a + b}')
+      P50[$t]=$(( ${P50[$t]:-0} + $(terse_p "$line" "$([ $rw = randread ] && echo read || echo write)" 50) ))
+    done
+  done
+  l=$(( SUM[local] / ROUNDS )); r=$(( SUM[remote] / ROUNDS ))
+  ROWS+="| $rw | $l | $r | **$(ratio $r $l)×** | $(( P50[local] / ROUNDS )) / $(( P50[remote] / ROUNDS )) | $(per_io "$(awk -v ms="${CPU[local]}" 'BEGIN {print ms * 1000}')" "${IOS[local]}" "%.1f") / $(per_io "$(awk -v ms="${CPU[remote]}" 'BEGIN {print ms * 1000}')" "${IOS[remote]}" "%.1f") |"$'\n'
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Degraded: drive host 3 killed; reads go on from the others.
+say remote-bench "degraded reads: drive host 3 killed"
+kill -KILL "${HOSTPIDS[3]}"; wait "${HOSTPIDS[3]}" 2>/dev/null || true
+fio_terse "${URI[remote]}" randwrite 16 1 --size=16M --buffer_compress_percentage=50 >/dev/null  # finds it gone
+line=$(fio_terse "${URI[remote]}" randread 16 1 --size="$REGION" --time_based --runtime=$((RUNTIME / ROUNDS)) --randrepeat=0)
+DEGRADED=$(terse_iops "$line"); DEGRADED=${DEGRADED%.*}
+start_host 3
+say remote-bench "full rebuild of drive 3 (replace onto its host)"
+T0=$(date +%s.%N)
+"$ERAID" replace --dir "$WORK/remote" --device 3 --with "nbd://127.0.0.1:$((PORT0 + 3))/" >/dev/null
+FULL_S=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+# An outage of drive host 2 while 5% of the volume is written, then a re-add.
+say remote-bench "outage of drive host 2 while 5% of the volume is written, then re-add"
+kill -STOP "${HOSTPIDS[2]}"
+fio_terse "${URI[remote]}" randwrite 16 1 --size="$REGION" --io_size=$(( CAP / 20 / 1048576 ))M \
+  --buffer_compress_percentage=50 >/dev/null
+kill -CONT "${HOSTPIDS[2]}"
+sleep 1
+READD=$("$ERAID" re-add --dir "$WORK/remote" --device 2 --json)
+READD_S=$(awk -v s="$(json_num "$READD" seconds)" 'BEGIN {printf "%.2f", s}'); RESYNC=$(json_num "$READD" resynced_bytes); TOTAL=$(json_num "$READD" total_bytes)
+OUT=$WORK/section.md
+{
+  echo "## Drives on other hosts (issue 18)"
+  echo
+  echo "Command: \`tools/bench/remote-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
+  echo "Two arrays of 4 emulated drives (${DEVSIZE} of flash each, defaults otherwise), served by \`eraid serve\`:"
+  echo "one over local files, one whose drives' flash is four \`nbdkit file\` exports on loopback TCP (\`--device nbd://127.0.0.1:PORT/\`),"
+  echo "the files of both on the same file system ($(df -T "$TMPBASE" | awk 'NR==2{print $2}')). fio ioengine=nbd over the"
+  echo "served volume's Unix socket, 4 KiB, QD 16, \`buffer_compress_percentage=50\`, over a $REGION region written once first,"
+  echo "${RUNTIME} s per pattern and array in $ROUNDS round(s) that alternate the arrays (IOPS: the rounds' means)."
+  echo "The drive hosts run on the same 2 cores as everything else. Load average before: $LOAD_BEFORE; after: $LOAD_AFTER."
+  echo
+  echo "| QD 16 | local files IOPS | remote (NBD, loopback TCP) IOPS | remote / local | p50 µs local / remote | server CPU µs/IO local / remote |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s' "$ROWS"
+  echo
+  echo "The server's CPU is the array's nbdkit process only (not the drive hosts'). Target: remote ≥ 0.7× local."
+  echo
+  echo "| remote array | figure |"
+  echo "|---|---|"
+  echo "| random reads, drive host 3 killed (degraded), QD 16 | $DEGRADED IOPS |"
+  echo "| full rebuild of drive 3 (replace onto its host) | $FULL_S s |"
+  echo "| re-add of drive 2 after an outage in which 5% of the volume was written | $READD_S s: $(( RESYNC / 1048576 )) of $(( TOTAL / 1048576 )) MiB resynced |"
+  echo "| re-add / full rebuild | **$(ratio "$READD_S" "$FULL_S")×** (target ≤ 0.15×) |"
+} > "$OUT"
+if [ "$QUICK" = 1 ]; then
+  cat "$OUT"
+else
+  write_section remote-bench "$OUT"
+fi
