@@ -5,7 +5,7 @@
 namespace eraid {
 
 ChangeTracker::ChangeTracker(const ArrayGeometry& g, uint32_t devices) : geometry_(g), devices_(devices) {
-  for (Device& d : devices_) d.current.assign(g.segments, false);
+  for (Device& d : devices_) d.marked.assign(g.segments, 0);
 }
 
 void ChangeTracker::Mark(uint32_t d, uint64_t lba, uint64_t count_blocks) {
@@ -16,15 +16,21 @@ void ChangeTracker::Mark(uint32_t d, uint64_t lba, uint64_t count_blocks) {
   const uint64_t first = (std::max(lba, start) - start) / span;
   const uint64_t last = std::min<uint64_t>((end - 1 - start) / span, geometry_.segments - 1);
   std::lock_guard lock(mu_);
-  for (uint64_t s = first; s <= last; ++s) devices_[d].current[s] = true;
+  Device& dev = devices_[d];
+  for (uint64_t s = first; s <= last; ++s) {
+    if (dev.marked[s]) continue;
+    dev.marked[s] = 1;
+    dev.current.push_back(static_cast<uint32_t>(s));
+  }
 }
 
 uint64_t ChangeTracker::FlushBegin(uint32_t d) {
   std::lock_guard lock(mu_);
   Device& dev = devices_[d];
   const uint64_t ticket = next_ticket_++;
+  for (uint32_t s : dev.current) dev.marked[s] = 0;
   dev.flushing.emplace_back(ticket, std::move(dev.current));
-  dev.current.assign(geometry_.segments, false);
+  dev.current.clear();
   return ticket;
 }
 
@@ -38,9 +44,10 @@ void ChangeTracker::FlushDone(uint32_t d, uint64_t ticket, bool ok) {
 std::vector<bool> ChangeTracker::Missing(uint32_t d) const {
   std::lock_guard lock(mu_);
   const Device& dev = devices_[d];
-  std::vector<bool> out = dev.current;
+  std::vector<bool> out(geometry_.segments, false);
+  for (uint32_t s : dev.current) out[s] = true;
   for (const auto& [ticket, marks] : dev.flushing) {
-    for (size_t s = 0; s < out.size(); ++s) out[s] = out[s] || marks[s];
+    for (uint32_t s : marks) out[s] = true;
   }
   return out;
 }
@@ -54,7 +61,8 @@ void ChangeTracker::Restart(uint32_t d) {
   std::lock_guard lock(mu_);
   Device& dev = devices_[d];
   dev.valid = true;
-  dev.current.assign(geometry_.segments, false);
+  dev.marked.assign(geometry_.segments, 0);
+  dev.current.clear();
   dev.flushing.clear();
 }
 

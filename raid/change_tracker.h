@@ -47,10 +47,13 @@ class ChangeTracker {
   void Invalidate(uint32_t d);
 
  private:
+  // Marks as lists of segments (with a flag per segment against repeats), so that a
+  // flush costs what was marked since the last one, not the size of the array.
   struct Device {
     bool valid = true;
-    std::vector<bool> current;
-    std::deque<std::pair<uint64_t, std::vector<bool>>> flushing;  // ticket, marks moved aside
+    std::vector<uint8_t> marked;    // per segment: in `current`
+    std::vector<uint32_t> current;  // marked since the last flush was submitted
+    std::deque<std::pair<uint64_t, std::vector<uint32_t>>> flushing;  // ticket, marks moved aside
   };
   const ArrayGeometry geometry_;
   mutable std::mutex mu_;

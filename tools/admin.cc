@@ -474,15 +474,18 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     return done("device " + words[1] + " failed; the array runs degraded",
                 Json().Int("failed", *d).Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
   }
-  if (verb == "replace" && (words.size() == 2 || words.size() == 3 || words.size() == 4)) {
+  if ((verb == "replace" && words.size() >= 2 && words.size() <= 4) ||
+      (verb == "re-add" && (words.size() == 2 || words.size() == 3))) {
     auto d = ParseIndex(words[1], devices, "device");
     if (!d.ok()) return Error(2, d.status().message());
+    const size_t rate_at = verb == "replace" ? 3 : 2;
     uint64_t rate = 0;
-    if (words.size() == 4) {
-      auto r = ParseSize(words[3]);
+    if (words.size() > rate_at) {
+      auto r = ParseSize(words[rate_at]);
       if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
       rate = *r;
     }
+    // One rebuild at a time; its progress in `state` (for status) and on the caller's line.
     int expected = -1;
     if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
       return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
@@ -490,57 +493,40 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     state.rebuild_done = 0;
     state.rebuild_total = a.array().geometry().segments;
     LowerThisThreadPriority();  // this request's own thread: the rebuild yields to user I/O
-    const auto start = std::chrono::steady_clock::now();
-    Status s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, [&](const RebuildProgress& p) {
+    auto report = [&](const RebuildProgress& p) {
       state.rebuild_done = p.segments_done;
       state.rebuild_total = p.segments_total;
       state.rebuild_bytes = p.bytes_written;
       if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
-    });
+    };
+    const auto start = std::chrono::steady_clock::now();
+    Result<ReAddReport> readd = ReAddReport{};
+    Status s;
+    if (verb == "replace") {
+      s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, report);
+    } else {
+      readd = a.ReAdd(*d, rate, report);
+      s = readd.status();
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const uint64_t bytes = state.rebuild_bytes;
     state.rebuilding_device = -1;
-    if (!s.ok()) return Error(1, s.ToString());
-    return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " + Mib(bytes) + " in " +
-                    Fixed(secs, 2) + " s",
-                Json().Int("device", *d).Str("path", Shown(a.device_path(*d))).Int("bytes", bytes).Num("seconds", secs));
-  }
-  if (verb == "re-add" && (words.size() == 2 || words.size() == 3)) {
-    auto d = ParseIndex(words[1], devices, "device");
-    if (!d.ok()) return Error(2, d.status().message());
-    uint64_t rate = 0;
-    if (words.size() == 3) {
-      auto r = ParseSize(words[2]);
-      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
-      rate = *r;
+    // A drive re-add refuses (another one, an older image) is the caller's mistake: 2.
+    if (!s.ok()) return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
+    Json j = Json().Int("device", *d).Str("path", Shown(a.device_path(*d)));
+    if (verb == "replace") {
+      return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " + Mib(bytes) + " in " +
+                      Fixed(secs, 2) + " s",
+                  j.Int("bytes", bytes).Num("seconds", secs));
     }
-    int expected = -1;
-    if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
-      return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
-    }
-    state.rebuild_done = 0;
-    state.rebuild_total = a.array().geometry().segments;
-    LowerThisThreadPriority();
-    const auto start = std::chrono::steady_clock::now();
-    auto r = a.ReAdd(*d, rate, [&](const RebuildProgress& p) {
-      state.rebuild_done = p.segments_done;
-      state.rebuild_total = p.segments_total;
-      state.rebuild_bytes = p.bytes_written;
-      if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
-    });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    state.rebuilding_device = -1;
-    if (!r.ok()) return Error(r.status().code() == StatusCode::kInvalidArgument ? 2 : 1, r.status().ToString());
-    return done("device " + words[1] + " re-added: " + Mib(r->resynced_bytes) + " resynced of " +
-                    Mib(r->total_bytes) + " (" + std::to_string(r->segments_resynced) + " of " +
-                    std::to_string(r->segments_total) + " segments) in " + Fixed(secs, 2) + " s",
-                Json()
-                    .Int("device", *d)
-                    .Str("path", Shown(a.device_path(*d)))
-                    .Int("resynced_bytes", r->resynced_bytes)
-                    .Int("total_bytes", r->total_bytes)
-                    .Int("segments_resynced", r->segments_resynced)
-                    .Int("segments_total", r->segments_total)
+    const ReAddReport& r = *readd;
+    return done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " + Mib(r.total_bytes) +
+                    " (" + std::to_string(r.segments_resynced) + " of " + std::to_string(r.segments_total) +
+                    " segments) in " + Fixed(secs, 2) + " s",
+                j.Int("resynced_bytes", r.resynced_bytes)
+                    .Int("total_bytes", r.total_bytes)
+                    .Int("segments_resynced", r.segments_resynced)
+                    .Int("segments_total", r.segments_total)
                     .Num("seconds", secs));
   }
   if (verb == "scrub" && words.size() == 1) {
