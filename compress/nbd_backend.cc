@@ -27,6 +27,23 @@ std::string LastError(const char* what) {
   return std::string(what) + ": " + (e ? e : "unknown libnbd error");
 }
 constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
+
+// Ends a connection whose descriptor libnbd owns, at once and for good: a zero linger
+// makes the close drop whatever the kernel still had queued to send and reset the
+// connection (a shutdown would still deliver a cut link's backlog when the link returned:
+// TCP retransmits it seconds later, long after the drive was failed and perhaps rebuilt
+// onto the same export). The descriptor number, which libnbd keeps, then names an
+// unconnected socket: libnbd's next use of it fails, and it retires what it still holds.
+void AbortSocket(int fd) {
+  const linger abort{1, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
+    (void)::dup3(dummy, fd, O_CLOEXEC);
+    ::close(dummy);
+  } else {
+    ::shutdown(fd, SHUT_RDWR);
+  }
+}
 }  // namespace
 
 struct NbdBackend::Request {
@@ -87,6 +104,42 @@ std::string NbdBackend::Redact(const std::string& uri) {
   return base + kept;
 }
 
+namespace {
+struct Closer {
+  nbd_handle* h;
+  ~Closer() {
+    if (h) nbd_close(h);
+  }
+};
+
+// A connected handle, within the deadline; the caller closes it.
+Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms) {
+  const std::string shown = NbdBackend::Redact(uri);
+  nbd_handle* h = nbd_create();
+  if (h == nullptr) return Status::IoError(LastError("nbd_create"));
+  Closer closer{h};
+  // tls-psk-file= and tls-certificates= in the URI name local files.
+  if (nbd_set_uri_allow_local_file(h, true) == -1) return Status::IoError(LastError("nbd_set_uri_allow_local_file"));
+  if (nbd_aio_connect_uri(h, uri.c_str()) == -1) {
+    const int err = nbd_get_errno();
+    const std::string msg = LastError(("connect to " + shown).c_str());
+    return err == EINVAL || err == ENOTSUP ? Status::InvalidArgument(msg) : Status::IoError(msg);
+  }
+  const uint64_t deadline = NowNs() + timeout_ms * 1000000ull;
+  while (nbd_aio_is_connecting(h) == 1) {
+    const uint64_t now = NowNs();
+    if (now >= deadline) {
+      return Status::IoError("connect to " + shown + ": no answer within " + std::to_string(timeout_ms) + " ms");
+    }
+    const int ms = static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
+    if (nbd_poll(h, ms) == -1) return Status::IoError(LastError(("connect to " + shown).c_str()));
+  }
+  if (nbd_aio_is_ready(h) != 1) return Status::IoError(LastError(("connect to " + shown).c_str()));
+  closer.h = nullptr;
+  return h;
+}
+}  // namespace
+
 Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, const NbdBackendOptions& options) {
   if (!IsUri(uri)) return Status::InvalidArgument("'" + uri + "' is not an NBD URI (nbd://, nbds://, nbd+unix://)");
   if (options.timeout_ms == 0 || options.timeout_ms > kMaxTimeoutMs) {
@@ -96,31 +149,8 @@ Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, con
     return Status::InvalidArgument("NBD queue depth must be 1..4096");
   }
   const std::string shown = Redact(uri);
-  nbd_handle* h = nbd_create();
-  if (h == nullptr) return Status::IoError(LastError("nbd_create"));
-  struct Closer {
-    nbd_handle* h;
-    ~Closer() {
-      if (h) nbd_close(h);
-    }
-  } closer{h};
-  // tls-psk-file= and tls-certificates= in the URI name local files.
-  if (nbd_set_uri_allow_local_file(h, true) == -1) return Status::IoError(LastError("nbd_set_uri_allow_local_file"));
-  if (nbd_aio_connect_uri(h, uri.c_str()) == -1) {
-    const int err = nbd_get_errno();
-    const std::string msg = LastError(("connect to " + shown).c_str());
-    return err == EINVAL || err == ENOTSUP ? Status::InvalidArgument(msg) : Status::IoError(msg);
-  }
-  const uint64_t deadline = NowNs() + options.timeout_ms * 1000000ull;
-  while (nbd_aio_is_connecting(h) == 1) {
-    const uint64_t now = NowNs();
-    if (now >= deadline) {
-      return Status::IoError("connect to " + shown + ": no answer within " + std::to_string(options.timeout_ms) + " ms");
-    }
-    const int ms = static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
-    if (nbd_poll(h, ms) == -1) return Status::IoError(LastError(("connect to " + shown).c_str()));
-  }
-  if (nbd_aio_is_ready(h) != 1) return Status::IoError(LastError(("connect to " + shown).c_str()));
+  ERAID_ASSIGN_OR_RETURN(nbd_handle * h, Connect(uri, options.timeout_ms));
+  Closer closer{h};
   const int64_t size = nbd_get_size(h);
   if (size < 0) return Status::IoError(LastError(("size of " + shown).c_str()));
   if (size < static_cast<int64_t>(kBlockSize)) return Status::InvalidArgument(shown + " is smaller than one 4 KiB block");
@@ -195,14 +225,16 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
     case Kind::kFlush: cookie = nbd_aio_flush(h_, cb, 0); break;
   }
   if (cookie == -1) {
-    // Not issued (the connection is gone): libnbd calls free but never the callback.
-    const std::string why = LastError("issue");
+    // Not issued: the connection is gone (libnbd calls free but never the callback), and
+    // with it the backend.
+    const std::string why = LastError("connection lost");
     bool mine = false;
     {
       std::lock_guard lock(mu_);
       mine = pending_.erase(r->id) > 0;
     }
-    if (mine) Finish(r, Status::IoError(name() + ": " + why));
+    Fail(why);
+    if (mine) Finish(r, Status::IoError(name() + " has failed: " + why));
     return;
   }
   // libnbd sent what it could at once; if the socket took it all, the poller (waiting for
@@ -212,9 +244,26 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
 }
 
 void NbdBackend::Complete(uint64_t id, int error) {
+  if (error != 0) {
+    // An error answer, or the connection lost under the request: the drive has failed.
+    // Fail completes this request with the others in flight (it makes no libnbd call, so
+    // it is safe in a callback).
+    bool mine = false;
+    uint64_t offset = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = pending_.find(id);
+      mine = it != pending_.end();
+      if (mine) offset = it->second->offset;
+    }
+    if (mine) Fail(std::string(std::strerror(error)) + " (offset " + std::to_string(offset) + ")");
+    return;
+  }
   std::shared_ptr<Request> r;
   bool was_full = false;
   {
+    // All under the lock: a request counts in in_flight() until its completion is queued,
+    // and its data is in the caller's buffer before (Poll then sees both).
     std::lock_guard lock(mu_);
     auto it = pending_.find(id);
     if (it == pending_.end()) return;  // given up on at a deadline
@@ -222,15 +271,17 @@ void NbdBackend::Complete(uint64_t id, int error) {
     r = std::move(it->second);
     pending_.erase(it);
     const double us = static_cast<double>(NowNs() - r->start_ns) / 1000.0;
-    const int b = std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1);
-    ++latency_[b];
+    ++latency_[std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1)];
     ++requests_;
+    if (r->kind == Kind::kRead) std::memcpy(r->out, r->buf.get(), r->length);
+    if (!r->sync) completions_.push_back({std::move(r->done), Status::Ok()});
   }
-  if (was_full) cv_.notify_all();  // a submitter waits for the slot
-  if (error == 0 && r->kind == Kind::kRead) std::memcpy(r->out, r->buf.get(), r->length);
-  Finish(r, error == 0 ? Status::Ok()
-                       : Status::IoError(name() + ": " + std::strerror(error) + " (offset " +
-                                         std::to_string(r->offset) + ")"));
+  if (r->sync) {
+    Finish(r, Status::Ok());
+  } else {
+    cv_.notify_all();  // Poll(wait), and a submitter waiting for a slot
+  }
+  if (was_full && r->sync) cv_.notify_all();
 }
 
 void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
@@ -248,31 +299,28 @@ void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
 }
 
 void NbdBackend::Fail(const std::string& why) {
-  std::vector<std::shared_ptr<Request>> abandoned;
+  std::vector<std::shared_ptr<Request>> waiting;  // synchronous ones
+  const Status error = Status::IoError(name() + " has failed: " + why);
   {
+    // The queued completions in the same critical section as the clear: a request counts
+    // in in_flight() until its completion is queued.
     std::lock_guard lock(mu_);
     if (failed()) return;
     error_ = why;
     failed_.store(true, std::memory_order_release);
-    for (auto& [id, r] : pending_) abandoned.push_back(std::move(r));
+    for (auto& [id, r] : pending_) {
+      if (r->sync) {
+        waiting.push_back(std::move(r));
+      } else {
+        completions_.push_back({std::move(r->done), error});
+      }
+    }
     pending_.clear();
   }
-  // The server gets nothing more from this connection: the socket is aborted, not shut
-  // down. A shutdown would still deliver what the kernel had queued to send once the link
-  // works again (TCP retransmits a cut link's backlog seconds later, long after the drive
-  // was failed and perhaps rebuilt onto the same export); with a zero linger the close
-  // drops that backlog and resets the connection. libnbd keeps its descriptor number,
-  // which now names an unconnected socket: its next read fails, and it retires what it
-  // still holds (the callbacks find nothing pending and return).
-  const linger abort{1, 0};
-  (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
-  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
-    (void)::dup3(dummy, fd_, O_CLOEXEC);
-    ::close(dummy);
-  } else {
-    ::shutdown(fd_, SHUT_RDWR);
-  }
-  for (auto& r : abandoned) Finish(r, Status::IoError(name() + " has failed: " + why));
+  // The server gets nothing more from this connection (the callbacks of what libnbd still
+  // holds find nothing pending and return).
+  AbortSocket(fd_);
+  for (auto& r : waiting) Finish(r, error);
   cv_.notify_all();
   Wake();
 }

@@ -12,9 +12,10 @@
 // is copied into the request, and reads land in the request's own buffer, so a request
 // given up on (below) never touches the caller's memory afterwards.
 //
-// Deadlines: every request, and the connect, has `timeout_ms`. A request that misses it,
-// or a connection that breaks, fails the backend for good: every request in flight and
-// every later one completes with IoError at once (the array above goes degraded and
+// Deadlines: every request, and the connect, has `timeout_ms` (checked at least every
+// 100 ms). A request that misses it, a connection that breaks, or an error answer fails
+// the backend for good: every request in flight and every later one completes with
+// IoError at once (the array above goes degraded and
 // carries on), and the socket is shut down, so the server gets nothing more from this
 // connection. Requests the server already received may still be carried out later (a
 // hung host that resumes works through its queue): bringing such a drive back is the
@@ -102,6 +103,7 @@ class NbdBackend final : public Backend {
   void Complete(uint64_t id, int error);
   // Hands a finished request to its waiter or the completion queue. REQUIRES: mu_ not held.
   void Finish(const std::shared_ptr<Request>& r, Status s);
+
   void Poller();
   void Wake();
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -60,7 +61,23 @@ class Nbdkit {
   std::string socket() const { return dir_ + "/nbd.sock"; }
   std::string uri() const { return "nbd+unix:///?socket=" + socket(); }
   bool up() const { return pid_ > 0 && std::filesystem::exists(socket()); }
-  void Signal(int sig) { ::kill(pid_, sig); }
+  // SIGSTOP returns once the server is stopped (a signal is delivered asynchronously: a
+  // request sent right after kill() could still be answered).
+  void Signal(int sig) {
+    ::kill(pid_, sig);
+    if (sig != SIGSTOP) return;
+    for (int i = 0; i < 1000; ++i) {  // every thread of it, not only the first
+      bool all = true;
+      for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
+        std::ifstream stat(task.path() / "stat");
+        std::string pid, comm, state;
+        stat >> pid >> comm >> state;
+        all &= state == "T" || state == "t";
+      }
+      if (all) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   void Kill() {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
@@ -196,6 +213,37 @@ TEST(NbdBackendTest, AHungServerFailsTheBackendAtTheDeadlineAndEveryRequestAfter
   EXPECT_NE(st.error.find("400 ms"), std::string::npos) << st.error;
   server.Signal(SIGCONT);
   b.reset();  // the destructor does not wait on the dead connection
+}
+
+// Synchronous reads (the drive's record reads), several at once: their deadline holds too.
+TEST(NbdBackendTest, AHungServerFailsAReadAtTheDeadline) {
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server, /*timeout_ms=*/400);
+  ASSERT_NE(b, nullptr);
+  const auto data = Pattern(4, kBlockSize);
+  ASSERT_TRUE(b->Write(Lba(3), data).ok());
+  std::vector<std::byte> got(kBlockSize);
+  ASSERT_TRUE(b->Read(Lba(3), got).ok());
+  EXPECT_EQ(got, data);
+  server.Signal(SIGSTOP);
+  std::vector<Status> results(4);
+  std::vector<std::thread> readers;
+  const auto start = Clock::now();
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&, i] {
+      std::vector<std::byte> buf(kBlockSize);
+      results[i] = b->Read(Lba(i), buf);
+    });
+  }
+  for (auto& t : readers) t.join();
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const Status& s : results) EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_GE(waited, 0.35);
+  EXPECT_LT(waited, 2.0);
+  EXPECT_TRUE(b->failed());
+  EXPECT_EQ(b->link_stats().state, "failed");
+  server.Signal(SIGCONT);
 }
 
 TEST(NbdBackendTest, AKilledServerFailsTheBackendAtOnce) {
