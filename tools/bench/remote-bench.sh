@@ -2,7 +2,9 @@
 # Drives on other hosts (issue 18): an array whose four drives' flash is exported by
 # nbdkit (`file` plugin) on loopback TCP, against the same array on local files, in one
 # run. fio 4 KiB random reads and writes at QD 16 (ioengine=nbd, 50% compressible data)
-# over the served volume, in rounds that alternate the two arrays; then, on the remote
+# over the served volume, in rounds that rotate the two arrays and nbdkit's memory plugin
+# (--threads 1: the transport's ceiling, as in nbd-bench), with each server's CPU and context
+# switches per I/O; then, on the remote
 # one: random reads with one drive host killed (degraded), and the time of a re-add after
 # an outage in which 5% of the volume was written, against a full rebuild (replace) of
 # the same drive. Run it on an otherwise idle machine; the load average is recorded.
@@ -38,7 +40,9 @@ need fio nbdkit
 DEVSIZE=$([ "$QUICK" = 1 ] && echo 128M || echo 512M)
 WORK=$(mktemp -d "$TMPBASE/eraid-remote-bench.XXXXXX")
 declare -a HOSTPIDS
+MEMPID=""
 cleanup() {
+  [ -n "$MEMPID" ] && kill "$MEMPID" 2>/dev/null || true
   array_down "$ERAID" "$WORK/local"
   array_down "$ERAID" "$WORK/remote"
   for p in "${HOSTPIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
@@ -62,11 +66,17 @@ array_up "$ERAID" "$WORK/local" --devices 4 --device-size "$DEVSIZE"
 DEVICES=()
 for k in 0 1 2 3; do DEVICES+=(--device "nbd://127.0.0.1:$((PORT0 + k))/"); done
 array_up "$ERAID" "$WORK/remote" --io-timeout 5 "${DEVICES[@]}"
-declare -A URI=([local]="nbd+unix:///?socket=$WORK/local/nbd.sock" [remote]="nbd+unix:///?socket=$WORK/remote/nbd.sock")
-declare -A SPID=([local]=$(serve_pid "$WORK/local") [remote]=$(serve_pid "$WORK/remote"))
+# The transport's ceiling, as in nbd-bench: nbdkit's memory plugin with one thread.
+nbdkit -f --exit-with-parent --threads 1 --unix "$WORK/mem.sock" memory 2G &
+MEMPID=$!
+for _ in $(seq 100); do [ -S "$WORK/mem.sock" ] && break; sleep 0.05; done
+TARGETS=(memory local remote)
+declare -A URI=([memory]="nbd+unix:///?socket=$WORK/mem.sock" [local]="nbd+unix:///?socket=$WORK/local/nbd.sock"
+                [remote]="nbd+unix:///?socket=$WORK/remote/nbd.sock")
+declare -A SPID=([memory]=$MEMPID [local]=$(serve_pid "$WORK/local") [remote]=$(serve_pid "$WORK/remote"))
 CAP=$(json_num "$("$ERAID" status --dir "$WORK/remote" --json)" capacity_bytes)
 REGION=$(( CAP * 3 / 4 / 1048576 ))M
-for t in local remote; do
+for t in "${TARGETS[@]}"; do
   say remote-bench "precondition $t ($REGION sequential)"
   fio_terse "${URI[$t]}" write 16 1 --bs=1M --size="$REGION" --buffer_compress_percentage=50 >/dev/null
 done
@@ -75,9 +85,10 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 ROWS=""
 for rw in randread randwrite; do
-  declare -A SUM=() CPU=() IOS=() P50=()
+  declare -A SUM=() CPU=() IOS=() P50=() SW=()
   for ((round = 0; round < ROUNDS; round++)); do
-    for t in $([ $((round % 2)) = 0 ] && echo local remote || echo remote local); do
+    for ((k = 0; k < 3; k++)); do  # the targets' order rotates from round to round
+      t=${TARGETS[$(((k + round) % 3))]}
       say remote-bench "$t $rw QD 16, round $((round + 1))/$ROUNDS ($((RUNTIME / ROUNDS)) s)"
       cost_begin "${SPID[$t]}" "$WORK/perf.out"
       line=$(fio_terse "${URI[$t]}" "$rw" 16 1 --size="$REGION" --buffer_compress_percentage=50 \
@@ -87,11 +98,14 @@ for rw in randread randwrite; do
       SUM[$t]=$(( ${SUM[$t]:-0} + ${iops%.*} ))
       IOS[$t]=$(( ${IOS[$t]:-0} + ${iops%.*} * (RUNTIME / ROUNDS) ))
       CPU[$t]=$(awk -v a="${CPU[$t]:-0}" -v b="$COST_CPU_MS" 'BEGIN {print a + b}')
+      [ -n "$COST_CS" ] && SW[$t]=$(( ${SW[$t]:-0} + COST_CS ))
       P50[$t]=$(( ${P50[$t]:-0} + $(terse_p "$line" "$([ $rw = randread ] && echo read || echo write)" 50) ))
     done
   done
-  l=$(( SUM[local] / ROUNDS )); r=$(( SUM[remote] / ROUNDS ))
-  ROWS+="| $rw | $l | $r | **$(ratio $r $l)×** | $(( P50[local] / ROUNDS )) / $(( P50[remote] / ROUNDS )) | $(per_io "$(awk -v ms="${CPU[local]}" 'BEGIN {print ms * 1000}')" "${IOS[local]}" "%.1f") / $(per_io "$(awk -v ms="${CPU[remote]}" 'BEGIN {print ms * 1000}')" "${IOS[remote]}" "%.1f") |"$'\n'
+  m=$(( SUM[memory] / ROUNDS )); l=$(( SUM[local] / ROUNDS )); r=$(( SUM[remote] / ROUNDS ))
+  us() { per_io "$(awk -v ms="${CPU[$1]}" 'BEGIN {print ms * 1000}')" "${IOS[$1]}" "%.1f"; }
+  cs() { per_io "${SW[$1]:-}" "${IOS[$1]}" "%.2f"; }
+  ROWS+="| $rw | $m | $l | $r | **$(ratio $r $l)×** | $(ratio $l $m)× / $(ratio $r $m)× | $(( P50[memory] / ROUNDS )) / $(( P50[local] / ROUNDS )) / $(( P50[remote] / ROUNDS )) | $(us memory) / $(us local) / $(us remote) | $(cs memory) / $(cs local) / $(cs remote) |"$'\n'
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -124,14 +138,16 @@ OUT=$WORK/section.md
   echo "one over local files, one whose drives' flash is four \`nbdkit file\` exports on loopback TCP (\`--device nbd://127.0.0.1:PORT/\`),"
   echo "the files of both on the same file system ($(df -T "$TMPBASE" | awk 'NR==2{print $2}')). fio ioengine=nbd over the"
   echo "served volume's Unix socket, 4 KiB, QD 16, \`buffer_compress_percentage=50\`, over a $REGION region written once first,"
-  echo "${RUNTIME} s per pattern and array in $ROUNDS round(s) that alternate the arrays (IOPS: the rounds' means)."
+  echo "${RUNTIME} s per pattern and target in $ROUNDS round(s) that rotate the targets (IOPS: the rounds' means)."
   echo "The drive hosts run on the same 2 cores as everything else. Load average before: $LOAD_BEFORE; after: $LOAD_AFTER."
   echo
-  echo "| QD 16 | local files IOPS | remote (NBD, loopback TCP) IOPS | remote / local | p50 µs local / remote | server CPU µs/IO local / remote |"
-  echo "|---|---|---|---|---|---|"
+  echo "| QD 16 | memory plugin IOPS | local files IOPS | remote (NBD, loopback TCP) IOPS | remote / local | local, remote / memory | p50 µs memory / local / remote | server CPU µs/IO memory / local / remote | switches/IO memory / local / remote |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
   echo
-  echo "The server's CPU is the array's nbdkit process only (not the drive hosts'). Target: remote ≥ 0.7× local."
+  echo "Ceiling: nbdkit's memory plugin (\`nbdkit --threads 1 memory\`), in the same rounds. Server CPU and"
+  echo "context switches are the serving nbdkit process's$([ "$COST_PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (switches not measured: no perf)"):"
+  echo "for the arrays, not the drive hosts' (which share the cores). Target: remote ≥ 0.7× local."
   echo
   echo "| remote array | figure |"
   echo "|---|---|"
