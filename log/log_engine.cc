@@ -95,7 +95,7 @@ Status LogEngine::OpenSegment(uint32_t cls) {
   seg->handle = handle;
   seg->cls = cls;
   seg->created_time = now_;
-  if (!has_data_) seg->slots.reserve(options_.segment_blocks);
+  if (!has_data_ && open_.size() <= 16) seg->slots.reserve(options_.segment_blocks);
   segments_[index] = std::move(seg);
   open_[cls] = index;
   if (++hash_size_ > hash_capacity_ * 3 / 4) hash_capacity_ *= 2;
@@ -124,6 +124,18 @@ Status LogEngine::SealSegment(uint32_t cls) {
     ERAID_RETURN_IF_ERROR(OpenSegment(static_cast<uint32_t>(d.split_at)));
   }
   return Status::Ok();
+}
+
+Status LogEngine::SealRequested() {
+  std::vector<uint32_t>& classes = placement_.seal_requests();
+  Status status;
+  for (uint32_t cls : classes) {
+    if (cls >= open_.size() || open_[cls] == kNoSegment || segments_[open_[cls]]->slots.empty()) continue;
+    status = SealSegment(cls);
+    if (!status.ok()) break;
+  }
+  classes.clear();
+  return status;
 }
 
 void LogEngine::Invalidate(uint64_t lba) {
@@ -185,6 +197,7 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
     ++now_;
     Invalidate(lba + i);
     const uint32_t cls = placement_.UserWrite(lba + i, Context());
+    if (!placement_.seal_requests().empty()) ERAID_RETURN_IF_ERROR(SealRequested());
     ++stats_.user_blocks;
     if (ExtentCounters* e = ExtentOf(lba + i)) ++e->user_blocks;
     ++stats_.user_per_class[cls];

@@ -192,6 +192,8 @@ class LogEngine {
   void Grow(uint64_t end);
   Status OpenSegment(uint32_t cls);
   Status SealSegment(uint32_t cls);
+  // Seals the open segments placement asked to (Placement::seal_requests), if not empty.
+  Status SealRequested();
   double Reclaimable(const Segment& seg) const;
   void Invalidate(uint64_t lba);
   // Collects segments_per_gc victims among sealed segments whose GP is >= min_gp.

@@ -13,10 +13,19 @@
 //           segments (inf until then); a FIFO of recent LBAs bounded by min(l, valid blocks)
 //   nosep   one class            sepgc  user writes / GC rewrites
 //   fk      future knowledge: class = remaining lifespan / segment size (trace replay only)
+//   oracle  exact knowledge of every block's next invalidation (trace replay only): a bound
+//           on what any placement can reach. Blocks dying in the same window of
+//           segment-size user writes share a class (a ring of 64 windows ahead); a window's
+//           open segment is sealed when the window ends, all garbage, so GC frees it
+//           without a copy; blocks dying later wait in classes by log2 of how far off
+//           (GC moves them nearer as their time comes); never-invalidated blocks apart
 //   dac     per-LBA level: +1 per user write, -1 per GC rewrite
 //   fadac   write count against a fading average of request sizes, by powers of ten
 //   warcip  user writes clustered by rewrite interval (k-means-like, on the fly), with
 //           clusters split and merged every 256 sealed user segments; GC rewrites apart
+//   hybrid  eraid's own: by each LBA's averaged rewrite interval, trusted as far as such
+//           predictions have come true, in octaves below the log's size; GC rewrites by
+//           the larger of that and their age (placement.cc, docs/log.md); 6 bytes per LBA
 //
 // Thread-safety: none; owned by one log engine.
 #pragma once
@@ -47,6 +56,7 @@ struct SealDecision {
 struct PlacementStats {
   double lifespan_threshold = 0;  // SepBIT's l (0 when still infinite)
   uint64_t fifo_unique_lbas = 0, fifo_unique_lbas_peak = 0, fifo_length = 0;
+  uint64_t lba_state_bytes = 0;  // per-LBA state held, allocated (hybrid)
 };
 
 class Placement {
@@ -66,9 +76,16 @@ class Placement {
   virtual void SegmentCollected(uint32_t /*cls*/, uint64_t /*created*/, const PlacementContext&) {}
   virtual SealDecision OnSealed(uint32_t /*cls*/, const PlacementContext&) { return {}; }
   virtual PlacementStats stats() const { return {}; }
+
+  // Classes whose open segment the engine should seal now, though not full (the oracle's
+  // ended windows); the engine reads and clears it after every user write.
+  std::vector<uint32_t>& seal_requests() { return seal_requests_; }
+
+ protected:
+  std::vector<uint32_t> seal_requests_;
 };
 
-// Names: sepbit, nosep, sepgc, fk, dac, fadac, warcip. `future_lifespans` (fk only): for the i-th
+// Names: sepbit, nosep, sepgc, fk, oracle, dac, fadac, warcip. `future_lifespans` (fk, oracle): for the i-th
 // user-written block (from 0), the number of user writes until its LBA is written again,
 // or UINT64_MAX if never.
 Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,

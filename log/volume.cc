@@ -118,7 +118,9 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
 }
 
 static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions& options) {
-  if (options.placement == "fk") return Status::InvalidArgument("fk needs the future: trace replay only");
+  if (options.placement == "fk" || options.placement == "oracle") {
+    return Status::InvalidArgument(options.placement + " needs the future: trace replay only (eraid-sim)");
+  }
   if (!(options.utilization > 0 && options.utilization <= 0.9)) {
     return Status::InvalidArgument("utilization must be in (0, 0.9]");
   }

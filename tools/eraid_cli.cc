@@ -226,7 +226,7 @@ int Create(int argc, char** argv) {
       ("expansion", po::value(&expansion)->default_value(expansion), "drive logical/physical size (1..16)")
       ("compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")
       ("flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")
-      ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip")
+      ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip | hybrid")
       ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
       ("beta", po::value(&beta)->default_value(beta), "physical use target, a fraction of the flash (0.1..1)")
       ("convert-rate", po::value(&convert_rate)->default_value(convert_rate), "background conversion limit, bytes/s (0 = none)")

@@ -144,7 +144,7 @@ Status Decode(const Options& o, TraceFormat format, TraceInfo* info,
   return Status::Ok();
 }
 
-// FK needs each write's future: for the i-th user-written block of a volume, how many
+// FK and the oracle need each write's future: for the i-th user-written block of a volume, how many
 // user writes later its LBA is written again. A first pass over the trace, per volume.
 Result<std::vector<std::shared_ptr<std::vector<uint64_t>>>> FutureLifespans(const Options& o, TraceFormat f) {
   std::vector<std::shared_ptr<std::vector<uint64_t>>> out;
@@ -387,7 +387,7 @@ int Run(const Options& o) {
   auto runs = MakeReplays(o);
   if (!runs.ok()) return Fail(runs.status(), 2);
   std::vector<std::shared_ptr<std::vector<uint64_t>>> futures;
-  if (std::any_of(runs->begin(), runs->end(), [](const auto& r) { return r->placement == "fk"; })) {
+  if (std::any_of(runs->begin(), runs->end(), [](const auto& r) { return r->placement == "fk" || r->placement == "oracle"; })) {
     auto f = FutureLifespans(o, *format);
     if (!f.ok()) return Fail(f.status(), 1);
     futures = std::move(f).value();

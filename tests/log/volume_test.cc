@@ -79,7 +79,7 @@ TEST_P(VolumeTest, ModelWithGcAndReopen) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest, ::testing::Values("sepbit", "nosep", "sepgc", "dac"));
+INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest, ::testing::Values("sepbit", "nosep", "sepgc", "dac", "hybrid"));
 
 TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
   const char* env = std::getenv("ERAID_VOLUME_CRASH_SEEDS");
@@ -392,6 +392,8 @@ TEST(VolumeTest, BadRequests) {
   VolumeOptions fk;
   fk.placement = "fk";
   EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument);
+  fk.placement = "oracle";
+  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument) << "the future: replay only";
   EXPECT_EQ(Volume::Create(*rig.array, rig.options).status().code(), StatusCode::kInvalidArgument)
       << "an array with data is opened, not created over";
 }
