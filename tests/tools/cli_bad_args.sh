@@ -47,6 +47,7 @@ expect_fail set "required" set --dir "$A"
 expect_fail set "io-timeout" set --dir "$A" --io-timeout 0
 expect_fail set "no array" set --dir "$A" --io-timeout 5
 expect_fail create "placement\|fk\|unknown" create --dir "$A" --placement fk
+expect_fail create "oracle.*future" create --dir "$A" --placement oracle
 expect_fail create "invalid\|devices" create --dir "$A" --devices x
 expect_fail create "device paths" create --dir "$A" --devices 4 --device "$WORK/x0" --device "$WORK/x1"
 [ -z "$(ls -A "$A" 2>/dev/null | grep -v eraid.lock)" ] || { echo "FAIL: a bad create left files behind: $(ls "$A")"; failures=$((failures + 1)); }
@@ -93,6 +94,17 @@ out=$("$ERAID" 2>&1); [ $? -ne 0 ] && printf '%s' "$out" | grep -q "usage" || { 
 "$ERAID" nosuch >/dev/null 2>&1 && { echo "FAIL: unknown subcommand exited 0"; failures=$((failures + 1)); }
 for sub in create serve stop status fail replace scrub convert inspect demo; do
   "$ERAID" $sub --help | grep -q "eraid $sub" || { echo "FAIL: eraid $sub --help"; failures=$((failures + 1)); }
+done
+# eraid-tracegen: an unknown pattern or an impossible one is refused, exit 2, nothing written.
+GEN=$1/tools/eraid-tracegen
+for args in "--pattern nope" "--pattern mixed --wss-blocks 100 --seq-blocks 100" "--seq-percent 101"; do
+  # shellcheck disable=SC2086  # words
+  out=$("$GEN" $args --writes 10 2>"$WORK/err"); rc=$?
+  if [ $rc -ne 2 ] || [ -n "$out" ] || ! grep -q "^eraid-tracegen: " "$WORK/err"; then
+    echo "FAIL: eraid-tracegen $args (exit $rc): $(cat "$WORK/err")"; failures=$((failures + 1))
+  else
+    echo "ok   eraid-tracegen $args -> $(cat "$WORK/err")"
+  fi
 done
 [ $failures -eq 0 ] && echo "cli_bad_args: all bad arguments refused cleanly" || echo "cli_bad_args: $failures failures"
 exit $((failures > 0))
