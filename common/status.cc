@@ -18,12 +18,17 @@ std::string_view StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
+const std::string& Status::message() const {
+  static const std::string kNone;
+  return rep_ ? rep_->message : kNone;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  std::string out(StatusCodeName(code_));
-  if (!message_.empty()) {
+  std::string out(StatusCodeName(rep_->code));
+  if (!rep_->message.empty()) {
     out += ": ";
-    out += message_;
+    out += rep_->message;
   }
   return out;
 }
@@ -31,11 +36,11 @@ std::string Status::ToString() const {
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
   std::string msg(context);
-  if (!message_.empty()) {
+  if (!rep_->message.empty()) {
     msg += ": ";
-    msg += message_;
+    msg += rep_->message;
   }
-  return Status(code_, std::move(msg));
+  return Status(rep_->code, std::move(msg));
 }
 
 }  // namespace eraid

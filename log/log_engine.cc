@@ -43,7 +43,12 @@ struct LogEngine::Segment {
 };
 
 LogEngine::LogEngine(const EngineOptions& options, Placement& placement, SegmentStore& store)
-    : options_(options), placement_(placement), store_(store), has_data_(store.has_data()), open_(placement.classes()) {
+    : options_(options),
+      placement_(placement),
+      store_(store),
+      has_data_(store.has_data()),
+      counting_(dynamic_cast<const CountingStore*>(&store)),
+      open_(placement.classes()) {
   stats_.user_per_class.assign(placement.classes(), 0);
   stats_.gc_per_class.assign(placement.classes(), 0);
   for (uint32_t c = 0; c < std::max(placement.classes(), options.initial_open_segments); ++c) {
@@ -147,7 +152,7 @@ void LogEngine::Invalidate(uint64_t lba) {
   Segment& seg = *segments_[IndexOf(map_[lba])];
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
-  store_.OnInvalidate(seg.handle);
+  if (!counting_) store_.OnInvalidate(seg.handle);
   map_[lba] = 0;
   --stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) --e->valid_blocks;
@@ -163,7 +168,10 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
   if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
-  ERAID_ASSIGN_OR_RETURN(uint32_t position, store_.Append(seg.handle, tag, user_time, data));
+  uint32_t position = 0;
+  if (!counting_) {
+    ERAID_ASSIGN_OR_RETURN(position, store_.Append(seg.handle, tag, user_time, data));
+  }
   const auto slot = static_cast<uint32_t>(seg.slots.size());
   seg.slots.push_back({tag, user_time});
   if (has_data_) seg.positions.push_back(position);
@@ -173,17 +181,28 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
 
 Status LogEngine::SealIfFull(uint32_t index) {
   Segment& seg = *segments_[index];
-  if (!store_.Full(seg.handle, static_cast<uint32_t>(seg.slots.size()))) return Status::Ok();
+  const auto blocks = static_cast<uint32_t>(seg.slots.size());
+  if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks)) return Status::Ok();
   return SealSegment(seg.cls);
 }
 
 Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
-  ERAID_ASSIGN_OR_RETURN(uint64_t entry, AppendSlot(cls, lba, user_time, data));
+  uint64_t entry;
+  if (counting_ && open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
+    const uint32_t index = open_[cls];
+    Segment& seg = *segments_[index];
+    entry = Pack(index, static_cast<uint32_t>(seg.slots.size()));
+    seg.slots.push_back({lba, user_time});
+    seg.modified_us = timestamp_us_;
+  } else {
+    ERAID_ASSIGN_OR_RETURN(entry, AppendSlot(cls, lba, user_time, data));
+  }
   Grow(lba + 1);
   map_[lba] = entry;
   if (has_data_) ++copies_[lba];
   ++stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
+  if (counting_ && SlotOf(entry) + 1 < counting_->segment_blocks()) return Status::Ok();  // SealIfFull's answer
   return SealIfFull(IndexOf(entry));
 }
 
@@ -378,6 +397,7 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || i == gc_victim_) continue;
+    if (seg->n_invalid == 0 && seg->slots.size() >= options_.segment_blocks) continue;  // gp 0, without a division
     const double gp = Reclaimable(*seg);
     if (gp <= 0 || gp < min_gp) continue;
     double score = gp;

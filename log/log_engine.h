@@ -115,6 +115,15 @@ class LogEngine {
   // One user write request of `blocks` blocks at `lba` (data: blocks*4 KiB, or empty for
   // a store without data). Runs GC afterwards if the GP calls for it.
   Status Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data = {});
+  // A write of [lba, lba + blocks) comes soon: starts loading its map entries and the
+  // placement's state into the cache (a replay calls it a few requests ahead).
+  void Prefetch(uint64_t lba, uint32_t blocks) const {
+    if (lba + blocks <= map_.size()) {
+      __builtin_prefetch(&map_[lba]);
+      __builtin_prefetch(&map_[lba + blocks - 1]);
+    }
+    placement_.Prefetch(lba);
+  }
   // Unmaps the blocks: they read as zeros and their copies become garbage.
   Status Trim(uint64_t lba, uint64_t blocks);
   // A trim record's tag LBA: bit 63 set, blocks - 1 in bits 40..62, the first LBA below.
@@ -221,6 +230,7 @@ class LogEngine {
   Placement& placement_;
   SegmentStore& store_;
   const bool has_data_;  // the store's, asked once: it is on every block's path
+  const CountingStore* const counting_;  // the store, if it is one (its per-block calls are skipped)
   std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;

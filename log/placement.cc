@@ -22,6 +22,9 @@ class LbaArray {
     return v_[lba];
   }
   uint64_t bytes() const { return v_.capacity() * sizeof(T); }
+  void Prefetch(uint64_t lba) const {
+    if (lba < v_.size()) __builtin_prefetch(&v_[lba]);
+  }
 
  private:
   T fill_;
@@ -93,9 +96,15 @@ class SepBIT final : public Placement {
   PlacementStats stats() const override {
     return {threshold_ == kInfinity ? 0 : threshold_, unique_, peak_unique_, fifo_size()};
   }
+  void Prefetch(uint64_t lba) const override {
+    position_.Prefetch(lba);
+    // The FIFO's head leaves a few writes from now, and its LBA's position is looked up.
+    if (head_ + kHeadAhead < fifo_.size()) position_.Prefetch(fifo_[head_ + kHeadAhead]);
+  }
 
  private:
   static constexpr int kSegmentsPerUpdate = 16;
+  static constexpr size_t kHeadAhead = 16;
   uint64_t fifo_size() const { return fifo_.size() - head_; }
   void Push(uint64_t lba) { fifo_.push_back(lba); }
   void PopFront(uint64_t now) {
@@ -228,6 +237,10 @@ class Hybrid final : public Placement {
     const double prediction = avg == kNever || avg == kOnce ? age + 1 : std::max(Predict(Decode(avg)), age);
     return kBins + 1 + Bin(prediction, ctx);
   }
+  void Prefetch(uint64_t lba) const override {
+    average_.Prefetch(lba);
+    last_.Prefetch(lba);
+  }
   PlacementStats stats() const override {
     PlacementStats s;
     s.lba_state_bytes = average_.bytes() + last_.bytes();
@@ -283,6 +296,7 @@ class Dac final : public Placement {
     else if (level < static_cast<int8_t>(classes() - 1)) ++level;
     return static_cast<uint32_t>(level);
   }
+  void Prefetch(uint64_t lba) const override { level_.Prefetch(lba); }
   uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext&) override {
     int8_t& level = level_.at(lba);
     if (level > 0) --level;
@@ -302,6 +316,7 @@ class Fadac final : public Placement {
     const auto v = static_cast<double>(ctx.valid_blocks);
     fading_ = fading_ + static_cast<double>(blocks) / v - fading_ / v;
   }
+  void Prefetch(uint64_t lba) const override { count_.Prefetch(lba); }
   uint32_t UserWrite(uint64_t lba, const PlacementContext&) override {
     ++count_.at(lba);
     return Classify(lba);

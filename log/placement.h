@@ -66,6 +66,9 @@ class Placement {
   virtual uint32_t classes() const = 0;
 
   virtual void OnRequest(uint64_t /*lba*/, uint64_t /*blocks*/, const PlacementContext&) {}
+  // A request for `lba` comes soon: start loading its per-LBA state into the cache (a
+  // replay calls it a few requests ahead, so the misses overlap; optional).
+  virtual void Prefetch(uint64_t /*lba*/) const {}
   // A user write of `lba`; returns its class (0-based).
   virtual uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) = 0;
   // A GC rewrite of a valid block: its LBA, when the user last wrote it, and the class of

@@ -2,7 +2,9 @@
 //   CountingStore (here): no data at all, fixed-size segments — for replaying month-long
 //     traces at millions of blocks per second;
 //   ArrayStore (array_store.h): the elastic array, with data, CRCs and recovery.
-// The engine never knows which one it runs on.
+// The engine never knows which one it runs on, except that it skips a CountingStore's
+// per-block calls (Append, Full, OnInvalidate), which do nothing but cost a virtual call
+// each on a replay's hottest path.
 //
 // Thread-safety: none; owned by one engine.
 #pragma once
@@ -46,6 +48,7 @@ class CountingStore final : public SegmentStore {
   }
   Status Flush() override { return Status::Ok(); }
   bool has_data() const override { return false; }
+  uint32_t segment_blocks() const { return segment_blocks_; }
 
  private:
   uint32_t segment_blocks_;

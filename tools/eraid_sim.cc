@@ -209,6 +209,7 @@ struct VolumeRun {
 };
 
 struct Replay {
+  static constexpr size_t kPrefetchAhead = 4;
   std::string placement, selection;
   EngineOptions options;
   std::vector<VolumeRun> volumes;  // by volume index; engine null if never written
@@ -220,7 +221,17 @@ struct Replay {
     const auto start = std::chrono::steady_clock::now();
     for (std::shared_ptr<const Batch> b; (b = queue.Pop());) {
       if (!status.ok()) continue;  // keep draining, so the reader is never stuck
-      for (const Request& r : *b) {
+      const Batch& batch = *b;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const Request& r = batch[i];
+        // The map entries and placement state of a request a few ahead: its cache misses
+        // overlap this one's work (they were most of a replay's time).
+        if (i + kPrefetchAhead < batch.size()) {
+          const Request& next = batch[i + kPrefetchAhead];
+          if (next.volume < volumes.size() && volumes[next.volume].engine) {
+            volumes[next.volume].engine->Prefetch(next.lba, next.blocks);
+          }
+        }
         if (r.volume >= volumes.size()) volumes.resize(r.volume + 1);
         VolumeRun& v = volumes[r.volume];
         if (!v.engine) {

@@ -35,5 +35,29 @@ TEST(StatusTest, ResultPropagation) {
   EXPECT_EQ(Half(3).status().message(), "odd");
 }
 
+// An error is held behind a pointer (an OK status is a null one): copies are deep, moves
+// leave an OK status behind, and OK has an empty message.
+TEST(StatusTest, CopiesAndMovesKeepCodeAndMessage) {
+  EXPECT_EQ(Status::Ok().message(), "");
+  EXPECT_EQ(Status::Ok().code(), StatusCode::kOk);
+  EXPECT_EQ(sizeof(Status), sizeof(void*));
+  Status a = Status::Corruption("crc");
+  Status b = a;  // NOLINT: the copy is what is tested
+  EXPECT_EQ(b.code(), StatusCode::kCorruption);
+  EXPECT_EQ(b.message(), "crc");
+  a = Status::IoError("eio");
+  EXPECT_EQ(b.message(), "crc") << "a copy shares nothing with its source";
+  b = a;
+  EXPECT_EQ(b.ToString(), "IoError: eio");
+  const Status& same = b;
+  b = same;  // self-assignment keeps it
+  EXPECT_EQ(b.ToString(), "IoError: eio");
+  Status c = std::move(a);
+  EXPECT_EQ(c.ToString(), "IoError: eio");
+  b = Status::Ok();
+  EXPECT_TRUE(b.ok());
+  EXPECT_EQ(b.message(), "");
+}
+
 }  // namespace
 }  // namespace eraid
