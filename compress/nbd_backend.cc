@@ -44,6 +44,20 @@ void AbortSocket(int fd) {
     ::shutdown(fd, SHUT_RDWR);
   }
 }
+
+// Takes a connection away from libnbd without ending it: returns a descriptor of our own
+// for it (or -1), after which libnbd's descriptor number names an unconnected socket.
+int DetachSocket(int fd) {
+  const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (mine < 0) return -1;
+  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
+    (void)::dup3(dummy, fd, O_CLOEXEC);
+    ::close(dummy);
+    return mine;
+  }
+  ::close(mine);
+  return -1;
+}
 }  // namespace
 
 struct NbdBackend::Request {
@@ -176,6 +190,12 @@ NbdBackend::~NbdBackend() {
   stop_.store(true, std::memory_order_release);
   Wake();
   poller_.join();
+  // Nobody waits for the old connection's end any more: it goes at once.
+  if (const int fd = drain_fd_.exchange(-1); fd >= 0) {
+    const linger abort{1, 0};
+    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+    ::close(fd);
+  }
   if (!failed()) {
     // A polite goodbye, for as long as the deadline allows: the server then knows the
     // client is gone rather than lost.
@@ -208,6 +228,7 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
     r->id = next_id_++;
     r->start_ns = NowNs();
     pending_.emplace(r->id, r);
+    async_pending_ += !r->sync;
   }
   nbd_completion_callback cb;
   cb.callback = [](void* user_data, int* error) {
@@ -232,8 +253,9 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
     {
       std::lock_guard lock(mu_);
       mine = pending_.erase(r->id) > 0;
+      if (mine) async_pending_ -= !r->sync;
     }
-    Fail(why);
+    FailWith(why, /*socket_open=*/false);  // libnbd found it dead, and closed it
     if (mine) Finish(r, Status::IoError(name() + " has failed: " + why));
     return;
   }
@@ -270,6 +292,7 @@ void NbdBackend::Complete(uint64_t id, int error) {
     was_full = pending_.size() >= options_.queue_depth;
     r = std::move(it->second);
     pending_.erase(it);
+    async_pending_ -= !r->sync;
     const double us = static_cast<double>(NowNs() - r->start_ns) / 1000.0;
     ++latency_[std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1)];
     ++requests_;
@@ -298,7 +321,9 @@ void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
   cv_.notify_all();
 }
 
-void NbdBackend::Fail(const std::string& why) {
+void NbdBackend::Fail(const std::string& why) { FailWith(why, /*socket_open=*/true); }
+
+void NbdBackend::FailWith(const std::string& why, bool socket_open) {
   std::vector<std::shared_ptr<Request>> waiting;  // synchronous ones
   const Status error = Status::IoError(name() + " has failed: " + why);
   {
@@ -309,6 +334,7 @@ void NbdBackend::Fail(const std::string& why) {
     error_ = why;
     failed_.store(true, std::memory_order_release);
     for (auto& [id, r] : pending_) {
+      abandoned_ += r->kind == Kind::kWrite || r->kind == Kind::kZero;
       if (r->sync) {
         waiting.push_back(std::move(r));
       } else {
@@ -316,18 +342,75 @@ void NbdBackend::Fail(const std::string& why) {
       }
     }
     pending_.clear();
+    async_pending_ = 0;
+    if (abandoned_ > 0) drained_.store(false, std::memory_order_release);
   }
-  // The server gets nothing more from this connection (the callbacks of what libnbd still
-  // holds find nothing pending and return).
-  AbortSocket(fd_);
+  // libnbd is cut off from the connection (the callbacks of what it still holds find
+  // nothing pending and return). With writes abandoned, the connection is kept to see the
+  // server end it: our side shut down for sending, so the server reads to the end of what
+  // was sent and then closes; with none, it is dropped at once.
+  // A connection libnbd found dead is closed already (its descriptor number may be
+  // someone else's by now): nothing of it is left to end or watch.
+  int mine = -1;
+  if (socket_open && !drained()) mine = DetachSocket(fd_);
+  if (mine >= 0) {
+    ::shutdown(mine, SHUT_WR);
+    drain_fd_.store(mine, std::memory_order_release);
+  } else {
+    if (socket_open) AbortSocket(fd_);
+    if (!drained()) EndDrain(-1);
+  }
   for (auto& r : waiting) Finish(r, error);
   cv_.notify_all();
   Wake();
 }
 
+void NbdBackend::DrainStep() {
+  const int fd = drain_fd_.load(std::memory_order_acquire);
+  pollfd p[2] = {{event_fd_, POLLIN, 0}, {fd, POLLIN | POLLRDHUP, 0}};
+  if (::poll(p, fd >= 0 ? 2 : 1, 100) <= 0) return;
+  if (p[0].revents & POLLIN) {
+    uint64_t v;
+    (void)!::read(event_fd_, &v, sizeof(v));
+  }
+  if (fd < 0 || p[1].revents == 0) return;
+  char sink[16384];
+  for (;;) {
+    const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (got > 0) continue;  // replies nobody waits for
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    // The end (0), or a reset, or TCP giving up on a host gone for good: either way no
+    // request of this connection will be carried out any more.
+    EndDrain(fd);
+    return;
+  }
+}
+
+void NbdBackend::EndDrain(int fd) {
+  if (fd >= 0 && drain_fd_.compare_exchange_strong(fd, -1)) ::close(fd);
+  {
+    std::lock_guard lock(mu_);
+    drained_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+Status NbdBackend::WaitDrained(uint32_t timeout_ms) {
+  std::unique_lock lock(mu_);
+  if (cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return drained(); })) return Status::Ok();
+  return Status::Busy(name() + ": " + std::to_string(abandoned_) +
+                      " writes were in flight when it failed (" + error_ +
+                      ") and its host may still carry them out: the old connection has not ended "
+                      "(the host is hung or unreachable)");
+}
+
 void NbdBackend::Poller() {
   bool dead = false;
   while (!stop_.load(std::memory_order_acquire)) {
+    if (failed()) {
+      DrainStep();
+      continue;
+    }
     const unsigned dir = dead ? 0 : nbd_aio_get_direction(h_);
     pollfd p[2] = {{fd_, 0, 0}, {event_fd_, POLLIN, 0}};
     if (dir & LIBNBD_AIO_DIRECTION_READ) p[0].events |= POLLIN;
@@ -366,10 +449,10 @@ void NbdBackend::Poller() {
     else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
     if (rc == -1) {
       dead = true;
-      Fail(LastError("connection lost"));
+      FailWith(LastError("connection lost"), /*socket_open=*/false);
     } else if (nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
       dead = true;
-      Fail("connection lost: the server closed it");
+      FailWith("connection lost: the server closed it", /*socket_open=*/false);
     }
   }
 }
@@ -427,13 +510,7 @@ size_t NbdBackend::Poll(bool wait) {
   {
     std::unique_lock lock(mu_);
     if (wait) {
-      cv_.wait(lock, [&] {
-        if (!completions_.empty()) return true;
-        for (const auto& [id, r] : pending_) {
-          if (!r->sync) return false;
-        }
-        return true;  // nothing of the queue's in flight
-      });
+      cv_.wait(lock, [&] { return !completions_.empty() || async_pending_ == 0; });
     }
     ready.swap(completions_);
   }
@@ -443,9 +520,7 @@ size_t NbdBackend::Poll(bool wait) {
 
 size_t NbdBackend::in_flight() const {
   std::lock_guard lock(mu_);
-  size_t n = completions_.size();
-  for (const auto& [id, r] : pending_) n += !r->sync;
-  return n;
+  return completions_.size() + async_pending_;
 }
 
 Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
@@ -477,6 +552,8 @@ NbdLinkStats NbdBackend::link_stats() const {
   std::lock_guard lock(mu_);
   s.state = failed() ? "failed" : "connected";
   s.error = error_;
+  s.abandoned = abandoned_;
+  s.draining = !drained();
   s.requests = requests_;
   s.timeouts = timeouts_;
   auto quantile = [&](double q) -> uint64_t {

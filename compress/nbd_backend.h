@@ -16,10 +16,17 @@
 // 100 ms). A request that misses it, a connection that breaks, or an error answer fails
 // the backend for good: every request in flight and every later one completes with
 // IoError at once (the array above goes degraded and
-// carries on), and the socket is shut down, so the server gets nothing more from this
-// connection. Requests the server already received may still be carried out later (a
-// hung host that resumes works through its queue): bringing such a drive back is the
-// array's business (re-add checks who the drive is), not this class's.
+// carries on).
+//
+// Late writes. Writes (and trims) in flight at the failure were abandoned, not undone: a
+// hung host that resumes works through its queue, and a cut link, restored, delivers
+// what TCP still held. So the connection is not simply dropped: libnbd is cut off from
+// it, our side is shut down for sending (the server reads what was sent, then the end),
+// and the connection is watched until the server ends it — which a server does only
+// once it has carried out or given up every request it read (nbdkit joins its workers
+// first). drained() says whether that has happened (at once if nothing was abandoned);
+// re-adding the drive, or rebuilding it onto the same export, waits for it, so no
+// abandoned write can land on data written after it (docs/remote-drives.md).
 //
 // Trim is NBD's write-zeroes (the Backend contract says trimmed blocks read as zeros,
 // which NBD's trim does not promise); flush is NBD's flush.
@@ -53,6 +60,8 @@ struct NbdLinkStats {
   std::string uri;    // without secrets (Redact)
   std::string state;  // "connected" or "failed"
   std::string error;  // why it failed
+  uint64_t abandoned = 0;  // writes and trims in flight at the failure
+  bool draining = false;   // ...that the server may still carry out (drained() is false)
   uint64_t requests = 0;  // completed since open
   uint64_t timeouts = 0;
   uint64_t p50_us = 0, p99_us = 0;  // request latency, from a log-scale histogram (±10%)
@@ -88,6 +97,12 @@ class NbdBackend final : public Backend {
   // Fails the backend as a missed deadline would (tests; an operator's "fail").
   void Fail(const std::string& why);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // After a failure: true once no write abandoned by it can still reach the server's
+  // disk (the server ended the connection, or nothing was in flight). True before one.
+  bool drained() const { return drained_.load(std::memory_order_acquire); }
+  // Waits up to timeout_ms for drained(); Busy, saying what is outstanding, if it does
+  // not come (the host is hung or unreachable).
+  Status WaitDrained(uint32_t timeout_ms);
   NbdLinkStats link_stats() const;
 
  private:
@@ -101,11 +116,17 @@ class NbdBackend final : public Backend {
   // From libnbd's completion callback (on the poller thread, libnbd's lock held: no
   // nbd_* calls in here).
   void Complete(uint64_t id, int error);
+  // Fail; socket_open: libnbd still has the connection (not found dead and closed by it).
+  void FailWith(const std::string& why, bool socket_open);
   // Hands a finished request to its waiter or the completion queue. REQUIRES: mu_ not held.
   void Finish(const std::shared_ptr<Request>& r, Status s);
 
   void Poller();
   void Wake();
+  // The poller's work once failed: reads and drops what the old connection still
+  // delivers, until the server ends it (EndDrain).
+  void DrainStep();
+  void EndDrain(int fd);
 
   nbd_handle* const h_;
   const std::string uri_;
@@ -116,12 +137,16 @@ class NbdBackend final : public Backend {
   bool can_zero_ = false, can_flush_ = false;
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drained_{true};
+  std::atomic<int> drain_fd_{-1};  // the old connection, watched until the server ends it
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // completions queued, a slot free, or a request finished
   uint64_t next_id_ = 1;
   // In flight, by id (ids rise with submission time, so the first is the oldest).
   std::map<uint64_t, std::shared_ptr<Request>> pending_;
+  size_t async_pending_ = 0;  // of pending_, those for the completion queue (not sync)
+  uint64_t abandoned_ = 0;    // writes and trims in flight when it failed
   struct Done {
     IoCallback done;
     Status status;

@@ -611,6 +611,7 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
     const uint64_t file_size = std::filesystem::file_size(paths_[d], ec);
     if (!ec) size = file_size;
   }
+  if (target == paths_[d]) ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "rebuilt onto its own export"));
   ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(target, remote ? 0 : size, io_timeout_ms_));
   // The geometry of the drive it replaces (or, for one that was never reached, of the others).
   const CompressedDrive* like = drives_[d].get();
@@ -644,6 +645,18 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   return Status::Ok();
 }
 
+Status ArrayDir::WaitForLateWrites(uint32_t d, const std::string& what) {
+  // Writes the old connection abandoned at the failure may still be carried out by the
+  // host (a hung one that resumes, a cut link restored): nothing may be written to the
+  // export until they can no longer land, or one could overwrite newer data.
+  auto* nbd = dynamic_cast<NbdBackend*>(files_[d].get());
+  if (nbd == nullptr) return Status::Ok();
+  Status s = nbd->WaitDrained(io_timeout_ms_);
+  if (s.ok()) return s;
+  return Status::Busy("device " + std::to_string(d) + " cannot be " + what + " yet: " + s.message() +
+                      "; try again once the host answers, or replace it onto another export");
+}
+
 Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
                                     const std::function<void(const RebuildProgress&)>& progress) {
   std::lock_guard lock(replace_mu_);
@@ -651,6 +664,7 @@ Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
   if (array_->stats().devices[d].state != DeviceState::kFailed) {
     return Status::InvalidArgument("device " + std::to_string(d) + " is not failed: nothing to re-add");
   }
+  ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "re-added"));
   // A new connection (or file handle), and the drive recovered from its flash as after a
   // crash: the old objects are those of a failed device and stay until the swap.
   ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(paths_[d], 0, io_timeout_ms_));

@@ -83,7 +83,9 @@ class ArrayDir {
 
   // Brings back device `d`, failed by an outage, on its own flash (paths_[d], reached
   // afresh): the drive is opened (recovering it), checked to be the one that left, and
-  // resynced — only the segments it may lack are rebuilt (ElasticArray::ReAdd).
+  // resynced — only the segments it may lack are rebuilt (ElasticArray::ReAdd). A remote
+  // drive whose old connection may still deliver writes it abandoned is waited for (up
+  // to the I/O timeout), then refused with Busy (as is a rebuild onto its own export).
   Result<ReAddReport> ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
                             const std::function<void(const RebuildProgress&)>& progress);
 
@@ -107,6 +109,9 @@ class ArrayDir {
   PhysicalUse Physical() const;
 
  private:
+  // Waits until no write abandoned by device d's failed connection can land; Busy if it
+  // does not come within the I/O timeout. `what`: for the message ("re-added").
+  Status WaitForLateWrites(uint32_t d, const std::string& what);
   ArrayDir() = default;
   Status Lock();
   Status WriteManifestFile() const;

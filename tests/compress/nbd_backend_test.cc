@@ -215,6 +215,58 @@ TEST(NbdBackendTest, AHungServerFailsTheBackendAtTheDeadlineAndEveryRequestAfter
   b.reset();  // the destructor does not wait on the dead connection
 }
 
+// Late writes: a write abandoned at the deadline of a hung host is carried out when the
+// host resumes. drained() stays false until then (and WaitDrained says why), and it turns
+// true only once the write has landed: whatever comes after the drain cannot be
+// overwritten by it.
+TEST(NbdBackendTest, AWriteAbandonedAtTheDeadlineLandsBeforeTheDrainEnds) {
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server, /*timeout_ms=*/300);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(b->drained()) << "nothing failed, nothing to drain";
+  const auto old_data = Pattern(10, kBlockSize), late_data = Pattern(11, kBlockSize);
+  ASSERT_TRUE(b->Write(Lba(5), old_data).ok());
+  server.Signal(SIGSTOP);
+  Status late;
+  b->SubmitWrite(Lba(5), late_data, [&](Status s) { late = s; });
+  while (b->in_flight() > 0) b->Poll(true);
+  EXPECT_EQ(late.code(), StatusCode::kIoError) << "abandoned at the deadline";
+  EXPECT_FALSE(b->drained()) << "the host holds a write it may still carry out";
+  EXPECT_EQ(b->link_stats().abandoned, 1u);
+  EXPECT_TRUE(b->link_stats().draining);
+  const Status busy = b->WaitDrained(200);
+  EXPECT_EQ(busy.code(), StatusCode::kBusy);
+  EXPECT_NE(busy.message().find("1 writes were in flight"), std::string::npos) << busy.ToString();
+  server.Signal(SIGCONT);
+  const auto start = Clock::now();
+  ASSERT_TRUE(b->WaitDrained(10000).ok());
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 5.0);
+  EXPECT_FALSE(b->link_stats().draining);
+  // The late write did land, and before the drain ended: a new connection reads it.
+  auto again = Connect(server);
+  ASSERT_NE(again, nullptr);
+  std::vector<std::byte> got(kBlockSize);
+  ASSERT_TRUE(again->Read(Lba(5), got).ok());
+  EXPECT_EQ(got, late_data) << "the abandoned write was carried out after the host resumed";
+}
+
+// A host killed with writes in flight can carry out nothing more: drained at once.
+TEST(NbdBackendTest, AKilledHostLeavesNothingToDrain) {
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server, /*timeout_ms=*/300);
+  ASSERT_NE(b, nullptr);
+  server.Signal(SIGSTOP);
+  const auto data = Pattern(12, kBlockSize);
+  Status s1;
+  b->SubmitWrite(Lba(1), data, [&](Status s) { s1 = s; });
+  while (b->in_flight() > 0) b->Poll(true);
+  EXPECT_FALSE(b->drained());
+  server.Kill();
+  EXPECT_TRUE(b->WaitDrained(5000).ok()) << "the connection ended with its host";
+}
+
 // Synchronous reads (the drive's record reads), several at once: their deadline holds too.
 TEST(NbdBackendTest, AHungServerFailsAReadAtTheDeadline) {
   Nbdkit server({"memory", "16M"});

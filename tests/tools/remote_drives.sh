@@ -15,9 +15,10 @@
 #      unknown) and rebuilt in full by replace; so is one whose host is down when the
 #      server starts (the array opens without it, degraded);
 #   5. with the volume written full, a drive host hangs while 5% of the volume is
-#      written, then resumes (what it had queued lands late): `re-add` checks it is the
-#      drive that left and rebuilds only the segments it missed — a fraction of a full
-#      rebuild. (Last: scrubs of a full volume over NBD take seconds each.)
+#      written: `re-add` is refused while the host holds writes it may still carry out;
+#      it resumes (what it had queued lands late, and the old connection ends): `re-add`
+#      checks it is the drive that left and rebuilds only the segments it missed — a
+#      fraction of a full rebuild. (Last: scrubs of a full volume over NBD take seconds.)
 # After each fault fio verifies every block it wrote (degraded), after each rebuild
 # `scrub` reports 0 mismatches and fio verifies again. No request waits more than the
 # deadline plus 3 s (fio's maximum completion latency). `status --json` shows each remote
@@ -156,7 +157,15 @@ verify_again() {  # [--verify_only]: check what the last call wrote
     --randseed=42 --output=/dev/null "$@" || { echo "remote_drives: fio verify failed $*"; exit 1; }
 }
 rebuild_onto() {  # DEVICE HOST
-  "$ERAID" replace --dir "$A" --device "$1" --with "${URIS[$2]}"
+  # Onto the failed drive's own export, replace first waits for the old connection's
+  # abandoned writes (up to the timeout): after a cut link, TCP delivers its backlog at its
+  # next retransmission, which can be seconds off. A user retries, as the message says.
+  local try
+  for try in 1 2 3 4 5; do
+    "$ERAID" replace --dir "$A" --device "$1" --with "${URIS[$2]}" 2>"$WORK/err" && break
+    grep -q "cannot be rebuilt onto its own export yet" "$WORK/err" && [ $try -lt 5 ] || { cat "$WORK/err"; exit 1; }
+    echo "replace: $(cat "$WORK/err") — again"
+  done
   "$ERAID" scrub --dir "$A" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -218,7 +227,18 @@ kill -STOP "${PIDS[0]}"
 fio --name=outage --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=16 --size=176M --io_size=11M \
   --buffer_compress_percentage=50 --refill_buffers --output=/dev/null
 status_check 0 failed failed "within"
-resume_host 0   # what it had queued from the old connection lands now, or never
+# Late writes: the stopped host still holds writes of the old connection, which it will
+# carry out when it resumes. re-add waits for that connection to end (up to the 2 s
+# timeout) and refuses, rather than resync what they could then overwrite.
+abandoned=$("$ERAID" status --dir "$A" --json |
+  python3 -c 'import json, sys; l = json.load(sys.stdin)["devices"][0]["link"]; print(l["abandoned_writes"] if l["draining"] else 0)')
+echo "drive 0's link: $abandoned abandoned writes may still land"
+[ "$abandoned" -gt 0 ] || { echo "remote_drives: no write was in flight at the deadline (fio too slow?)"; exit 1; }
+if "$ERAID" re-add --dir "$A" --device 0 2>"$WORK/err"; then
+  echo "remote_drives: re-add accepted while the host was stopped with writes queued"; exit 1
+fi
+grep -q "cannot be re-added yet.*writes were in flight" "$WORK/err" || { cat "$WORK/err"; exit 1; }
+resume_host 0   # what it had queued from the old connection lands now, and the connection ends
 "$ERAID" re-add --dir "$A" --device 0 --json > "$WORK/readd.json"
 python3 - "$WORK/readd.json" <<'PY'
 import json, sys
