@@ -158,8 +158,7 @@ void LogEngine::Invalidate(uint64_t lba) {
   if (ExtentCounters* e = ExtentOf(lba)) --e->valid_blocks;
 }
 
-void LogEngine::Grow(uint64_t end) {
-  if (end <= map_.size()) return;
+void LogEngine::GrowTo(uint64_t end) {
   map_.resize(std::max<uint64_t>(end, map_.size() * 3 / 2 + 4096), 0);
   if (has_data_) copies_.resize(map_.size(), 0);
 }
@@ -186,7 +185,9 @@ Status LogEngine::SealIfFull(uint32_t index) {
   return SealSegment(seg.cls);
 }
 
-Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) {
+// Inlined into Write and CopySlot: it runs once per block.
+[[gnu::always_inline]] inline Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time,
+                                                           std::span<const std::byte> data) {
   uint64_t entry;
   if (counting_ && open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
     const uint32_t index = open_[cls];
@@ -391,9 +392,13 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   // (Called once per GC over every segment: the scan is a replay's hottest loop, so the
   // list is kept between calls and one victim is found by a single pass, not a sort.)
   // A victim being collected a step at a time is not a candidate again.
+  // For one victim (the usual case) the best is kept as the scan goes, and the tie order,
+  // a hash, is worked out only for equal scores.
   const double now_us = static_cast<double>(timestamp_us_);
   std::vector<GcCandidate>& candidates = gc_candidates_;
   candidates.clear();
+  constexpr uint32_t kNoOrder = UINT32_MAX;
+  GcCandidate best{0, kNoOrder, 0, kNoSegment};
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || i == gc_victim_) continue;
@@ -406,7 +411,20 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
       score = u == 0.0 ? std::numeric_limits<double>::max()
                        : (1.0 - u) / u * std::sqrt(now_us - static_cast<double>(seg->modified_us));
     }
-    candidates.push_back({score, TieOrder(seg->id), seg->id, i});
+    if (k != 1) {
+      candidates.push_back({score, TieOrder(seg->id), seg->id, i});
+    } else if (best.index == kNoSegment || score > best.score) {
+      best = {score, kNoOrder, seg->id, i};
+    } else if (score == best.score) {
+      if (best.order == kNoOrder) best.order = TieOrder(best.id);
+      const uint32_t order = TieOrder(seg->id);
+      if (order < best.order || (order == best.order && seg->id < best.id)) best = {score, order, seg->id, i};
+    }
+  }
+  if (k == 1) {
+    if (best.index == kNoSegment) return 0;
+    candidates.push_back(best);
+    return 1;
   }
   if (candidates.empty()) return 0;
   k = std::min(k, candidates.size());
@@ -415,11 +433,7 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
     if (a.order != b.order) return a.order < b.order;
     return a.id < b.id;
   };
-  if (k == 1) {
-    std::iter_swap(candidates.begin(), std::min_element(candidates.begin(), candidates.end(), better));
-  } else {
-    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(), better);
-  }
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(), better);
   return k;
 }
 
@@ -429,7 +443,8 @@ void LogEngine::StartVictim(uint32_t index) {
   placement_.SegmentCollected(victim.cls, victim.created_time, Context());
 }
 
-Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
+// Inlined into the GC loops: it runs once per slot of every victim.
+[[gnu::always_inline]] inline Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
   Segment& victim = *segments_[index];
   // The victim's LBAs are scattered over the map: ask for the map entry a few slots
   // ahead, so its cache miss overlaps this slot's work (the loop's main cost).

@@ -198,7 +198,10 @@ class LogEngine {
   uint32_t TrimClass() const { return static_cast<uint32_t>(open_.size() - 1); }
   // A trimmed LBA whose trim record is no longer needed goes back to unmapped.
   void Untrim(uint64_t lba);
-  void Grow(uint64_t end);
+  void Grow(uint64_t end) {
+    if (end > map_.size()) GrowTo(end);
+  }
+  void GrowTo(uint64_t end);  // REQUIRES: end > map_.size()
   Status OpenSegment(uint32_t cls);
   Status SealSegment(uint32_t cls);
   // Seals the open segments placement asked to (Placement::seal_requests), if not empty.
