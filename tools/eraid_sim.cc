@@ -44,7 +44,9 @@ struct Request {
   uint32_t volume;
 };
 using Batch = std::vector<Request>;
-constexpr size_t kBatchRequests = 1 << 16;
+// Small enough that replays start soon after the reader (the first batch is a bubble
+// nothing overlaps), large enough that the queue is touched rarely.
+constexpr size_t kBatchRequests = 1 << 12;
 
 double Seconds(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -196,7 +198,7 @@ class BatchQueue {
   }
 
  private:
-  static constexpr size_t kDepth = 8;
+  static constexpr size_t kDepth = 128;  // batches: ~12 MiB at most
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<const Batch>> q_;
