@@ -179,7 +179,12 @@ Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, con
 
 NbdBackend::NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options, uint64_t capacity_blocks,
                        int event_fd)
-    : h_(h), uri_(std::move(uri)), options_(options), capacity_blocks_(capacity_blocks), event_fd_(event_fd) {
+    : h_(h),
+      uri_(std::move(uri)),
+      options_(options),
+      capacity_blocks_(capacity_blocks),
+      event_fd_(event_fd),
+      timeout_ms_(options.timeout_ms) {
   can_zero_ = nbd_can_zero(h_) == 1;
   can_flush_ = nbd_can_flush(h_) == 1;
   fd_ = nbd_aio_get_fd(h_);
@@ -200,7 +205,7 @@ NbdBackend::~NbdBackend() {
     // A polite goodbye, for as long as the deadline allows: the server then knows the
     // client is gone rather than lost.
     if (nbd_aio_disconnect(h_, 0) == 0) {
-      const uint64_t deadline = NowNs() + std::min<uint64_t>(options_.timeout_ms, 1000) * 1000000ull;
+      const uint64_t deadline = NowNs() + std::min<uint64_t>(timeout_ms(), 1000) * 1000000ull;
       while (nbd_aio_is_closed(h_) != 1 && nbd_aio_is_dead(h_) != 1 && NowNs() < deadline) {
         if (nbd_poll(h_, 50) == -1) break;
       }
@@ -395,6 +400,15 @@ void NbdBackend::EndDrain(int fd) {
   cv_.notify_all();
 }
 
+Status NbdBackend::SetTimeout(uint32_t timeout_ms) {
+  if (timeout_ms == 0 || timeout_ms > kMaxTimeoutMs) {
+    return Status::InvalidArgument("timeout must be 1 ms .. 1 day, got " + std::to_string(timeout_ms) + " ms");
+  }
+  timeout_ms_.store(timeout_ms, std::memory_order_relaxed);
+  Wake();  // the poller sleeps toward the old deadline
+  return Status::Ok();
+}
+
 Status NbdBackend::WaitDrained(uint32_t timeout_ms) {
   std::unique_lock lock(mu_);
   if (cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return drained(); })) return Status::Ok();
@@ -417,13 +431,14 @@ void NbdBackend::Poller() {
     if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
     // Sleep until the socket is ready, a request is submitted, or the oldest request's
     // deadline (at most 100 ms, so stop_ is seen).
-    int timeout_ms = 100;
+    int wait_ms = 100;
     uint64_t oldest = 0;
     {
       std::lock_guard lock(mu_);
       if (!pending_.empty()) oldest = pending_.begin()->second->start_ns;
     }
-    const uint64_t limit_ns = options_.timeout_ms * 1000000ull;
+    const uint32_t limit_ms = timeout_ms();
+    const uint64_t limit_ns = limit_ms * 1000000ull;
     if (oldest != 0) {
       const uint64_t now = NowNs();
       const uint64_t due = oldest + limit_ns;
@@ -432,12 +447,12 @@ void NbdBackend::Poller() {
           std::lock_guard lock(mu_);
           ++timeouts_;
         }
-        Fail("a request got no answer within " + std::to_string(options_.timeout_ms) + " ms");
+        Fail("a request got no answer within " + std::to_string(limit_ms) + " ms");
         continue;
       }
-      timeout_ms = static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100));
+      wait_ms = static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100));
     }
-    const int n = ::poll(dead ? p + 1 : p, dead ? 1 : 2, timeout_ms);
+    const int n = ::poll(dead ? p + 1 : p, dead ? 1 : 2, wait_ms);
     if (n < 0 && errno != EINTR) continue;
     if (p[1].revents & POLLIN) {
       uint64_t v;

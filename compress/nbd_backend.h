@@ -94,6 +94,10 @@ class NbdBackend final : public Backend {
   // Exactly the bytes asked for (a record, not the blocks around it).
   Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
 
+  // Changes the deadline of requests from now on (and of those in flight: the poller
+  // measures each against the current one). 1 ms .. 1 day.
+  Status SetTimeout(uint32_t timeout_ms);
+  uint32_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
   // Fails the backend as a missed deadline would (tests; an operator's "fail").
   void Fail(const std::string& why);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -138,6 +142,7 @@ class NbdBackend final : public Backend {
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> drained_{true};
+  std::atomic<uint32_t> timeout_ms_;  // options_.timeout_ms, until SetTimeout
   std::atomic<int> drain_fd_{-1};  // the old connection, watched until the server ends it
 
   mutable std::mutex mu_;

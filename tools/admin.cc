@@ -212,6 +212,7 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   const double compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
   Json j;
   j.Str("health", health)
+      .Int("io_timeout_ms", a.io_timeout_ms())
       .Int("capacity_bytes", BlocksToBytes(vs.capacity_blocks))
       .Int("valid_bytes", BlocksToBytes(es.valid_blocks))
       .Int("trimmed_bytes", BlocksToBytes(es.trimmed_blocks))
@@ -475,6 +476,14 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     if (!s.ok()) return Error(1, s.ToString());
     return done("device " + words[1] + " failed; the array runs degraded",
                 Json().Int("failed", *d).Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
+  }
+  if (verb == "set-io-timeout" && words.size() == 2) {
+    auto ms = ParseIndex(words[1], 86400001, "milliseconds");
+    if (!ms.ok() || *ms == 0) return Error(2, "the I/O timeout must be 1..86400000 ms");
+    Status s = a.SetIoTimeout(static_cast<uint32_t>(*ms));
+    if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
+    return done("io timeout " + words[1] + " ms, on every remote drive's connection now",
+                Json().Int("io_timeout_ms", *ms));
   }
   if ((verb == "replace" && words.size() >= 2 && words.size() <= 4) ||
       (verb == "re-add" && (words.size() == 2 || words.size() == 3))) {

@@ -483,6 +483,25 @@ Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
   return s;
 }
 
+Status ArrayDir::SetIoTimeout(uint32_t timeout_ms) {
+  if (timeout_ms == 0 || timeout_ms > 86400000u) {
+    return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");
+  }
+  {
+    std::lock_guard lock(manifest_mu_);
+    auto kv = manifest_;
+    kv["io_timeout_ms"] = std::to_string(timeout_ms);
+    ERAID_RETURN_IF_ERROR(WriteManifest(dir_, kv));
+    manifest_ = std::move(kv);
+  }
+  io_timeout_ms_.store(timeout_ms, std::memory_order_relaxed);
+  std::shared_lock lock(devices_mu_);
+  for (const auto& f : files_) {
+    if (auto* nbd = dynamic_cast<NbdBackend*>(f.get())) ERAID_RETURN_IF_ERROR(nbd->SetTimeout(timeout_ms));
+  }
+  return Status::Ok();
+}
+
 PhysicalUse ArrayDir::Physical() const {
   std::shared_lock lock(devices_mu_);
   return DrivesPhysicalUse(drives_);
@@ -639,6 +658,7 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
     if (ec) return Status::IoError("rebuilt onto " + target + " but cannot rename it: " + ec.message());
   } else {
     paths_[d] = target;
+    std::lock_guard lock_manifest(manifest_mu_);
     manifest_["drive." + std::to_string(d)] = target;
     ERAID_RETURN_IF_ERROR(WriteManifestFile());
   }

@@ -8,6 +8,7 @@
 // concurrently); Open/Create are not.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -74,7 +75,10 @@ class ArrayDir {
   }
   // The link of each drive whose flash is remote (nullopt for local ones).
   std::vector<std::optional<NbdLinkStats>> links() const;
-  uint32_t io_timeout_ms() const { return io_timeout_ms_; }
+  uint32_t io_timeout_ms() const { return io_timeout_ms_.load(std::memory_order_relaxed); }
+  // Changes the remote drives' I/O timeout while serving: each connection's deadline at
+  // once, and the manifest for the next open.
+  Status SetIoTimeout(uint32_t timeout_ms);
   // Rebuilds device `d` onto a freshly formatted drive at `with` (empty: a new file that
   // replaces the device's own, renamed into place when the rebuild is done), online. The
   // manifest records the new path. `progress` as ElasticArray::Replace.
@@ -128,7 +132,8 @@ class ArrayDir {
   // scheduler or an admin command reads them.
   mutable std::shared_mutex devices_mu_;
   std::vector<std::unique_ptr<Backend>> files_;  // each drive's flash: a FileBackend or an NbdBackend
-  uint32_t io_timeout_ms_ = 30000;
+  std::atomic<uint32_t> io_timeout_ms_{30000};
+  std::mutex manifest_mu_;  // manifest_ and its file, changed by Replace and SetIoTimeout
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
   std::unique_ptr<ElasticArray> array_;
   std::unique_ptr<Volume> volume_;

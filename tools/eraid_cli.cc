@@ -294,11 +294,13 @@ int Create(int argc, char** argv) {
   return 0;
 }
 
-// Settings kept in the manifest that may change after create (while nothing serves).
+// Settings kept in the manifest that may change after create (live, while served).
 int Set(int argc, char** argv) {
   std::string dir;
   double io_timeout_s = 0;
-  po::options_description desc("eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array that is not being served.\noptions");
+  po::options_description desc(
+      "eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array: while it is served, at once (every remote drive's\n"
+      "connection takes the new deadline, requests in flight included) and in its manifest;\notherwise in the manifest.\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
       ("io-timeout", po::value(&io_timeout_s)->required(), "seconds a remote drive's request may take before the drive is failed (0.001..86400)");
   po::variables_map vm;
@@ -306,7 +308,14 @@ int Set(int argc, char** argv) {
   if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
     return Die("set", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
   }
-  Status s = SetIoTimeout(dir, static_cast<uint32_t>(std::llround(io_timeout_s * 1000)));
+  const auto ms = static_cast<uint32_t>(std::llround(io_timeout_s * 1000));
+  auto reply = AdminCall(dir, {"set-io-timeout", std::to_string(ms)}, nullptr);
+  if (reply.ok()) {  // served: the server changes it, live
+    (reply->rc == 0 ? std::cout : std::cerr) << (reply->rc == 0 ? "" : "eraid set: ") << reply->text;
+    return reply->rc;
+  }
+  if (reply.status().code() != StatusCode::kNotFound) return Die("set", reply.status());
+  Status s = SetIoTimeout(dir, ms);
   if (!s.ok()) return Die("set", s, s.code() == StatusCode::kInvalidArgument ? 2 : 1);
   std::cout << dir << ": io timeout " << io_timeout_s << " s\n";
   return 0;

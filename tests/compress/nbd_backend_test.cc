@@ -251,6 +251,28 @@ TEST(NbdBackendTest, AWriteAbandonedAtTheDeadlineLandsBeforeTheDrainEnds) {
   EXPECT_EQ(got, late_data) << "the abandoned write was carried out after the host resumed";
 }
 
+// The timeout changed while a request waits on a hung host: the new deadline holds for it.
+TEST(NbdBackendTest, ATimeoutChangedLiveAppliesToRequestsInFlight) {
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server, /*timeout_ms=*/60000);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->SetTimeout(0).code(), StatusCode::kInvalidArgument);
+  server.Signal(SIGSTOP);
+  Status result;
+  const auto start = Clock::now();
+  b->SubmitWrite(Lba(2), Pattern(13, kBlockSize), [&](Status s) { result = s; });
+  ASSERT_TRUE(b->SetTimeout(300).ok());
+  EXPECT_EQ(b->timeout_ms(), 300u);
+  while (b->in_flight() > 0) b->Poll(true);
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(result.code(), StatusCode::kIoError);
+  EXPECT_GE(waited, 0.25);
+  EXPECT_LT(waited, 2.0) << "the request kept its old 60 s deadline";
+  EXPECT_NE(b->link_stats().error.find("300 ms"), std::string::npos) << b->link_stats().error;
+  server.Signal(SIGCONT);
+}
+
 // A host killed with writes in flight can carry out nothing more: drained at once.
 TEST(NbdBackendTest, AKilledHostLeavesNothingToDrain) {
   Nbdkit server({"memory", "16M"});

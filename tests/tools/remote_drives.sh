@@ -3,7 +3,8 @@
 # flash is an nbdkit `file` export on a "drive host": a network namespace made here, joined
 # to this one by a veth pair (10.201.K.2, reached from 10.201.K.1), or — where namespaces
 # cannot be made — an nbdkit on its own loopback port. Five hosts: four drives and a
-# spare. `eraid create --device nbd://...` over the four, --io-timeout 2, served; then,
+# spare. `eraid create --device nbd://...` over the four, served, its I/O timeout set to 2 s
+# live (`eraid set`); then,
 # one fault at a time, each under fio random writes (rate-limited, so the fault lands
 # mid-run) with verify=crc32c:
 #   1. a drive host hangs (SIGSTOP): writes go on within the deadline, the drive is
@@ -103,10 +104,15 @@ done
 echo "remote_drives: drive hosts in $([ $NETNS = 1 ] && echo 'network namespaces (veth)' || echo 'loopback ports: namespaces unavailable')"
 
 A=$WORK/array
-"$ERAID" create --dir "$A" --io-timeout $TIMEOUT_S \
+"$ERAID" create --dir "$A" --io-timeout 30 \
   --device "${URIS[0]}" --device "${URIS[1]}" --device "${URIS[2]}" --device "${URIS[3]}"
 "$ERAID" serve --dir "$A" --daemon
 URI="nbd+unix:///?socket=$A/nbd.sock"
+# The timeout changed while served: every connection takes it at once (the hang below
+# fails at 2000 ms, not 30 s), and the manifest keeps it for the next start.
+"$ERAID" set --dir "$A" --io-timeout $TIMEOUT_S
+"$ERAID" status --dir "$A" --json | python3 -c 'import json, sys; t = json.load(sys.stdin)["io_timeout_ms"]; assert t == int(sys.argv[1]) * 1000, t' $TIMEOUT_S
+grep -q "^io_timeout_ms=$((TIMEOUT_S * 1000))\$" "$A/eraid.conf" || { echo "remote_drives: the manifest kept no new timeout"; cat "$A/eraid.conf"; exit 1; }
 SPARE=4
 
 status_check() {  # DEVICE EXPECTED_STATE [LINK_STATE [ERROR_WORD]]
@@ -179,7 +185,7 @@ for d in 0 1 2 3; do status_check $d ok connected; done
 
 echo "== 1. drive host 1 hangs (SIGSTOP)"
 fio_with_fault hang "kill -STOP ${PIDS[1]}"
-status_check 1 failed failed "within"
+status_check 1 failed failed "within $((TIMEOUT_S * 1000)) ms"
 resume_host 1
 rebuild_onto 1 $SPARE   # device 1 now lives on host 4; host 1 is free
 SPARE=1
