@@ -399,10 +399,19 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   candidates.clear();
   constexpr uint32_t kNoOrder = UINT32_MAX;
   GcCandidate best{0, kNoOrder, 0, kNoSegment};
+  // Greedy's score is a segment's reclaimable blocks over one size for all segments no
+  // larger than it: one with fewer reclaimable blocks than the best so far cannot win,
+  // and is passed over without a division.
+  const bool by_count = k == 1 && options_.selection == Selection::kGreedy;
+  uint64_t best_count = 0;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || i == gc_victim_) continue;
-    if (seg->n_invalid == 0 && seg->slots.size() >= options_.segment_blocks) continue;  // gp 0, without a division
+    const uint64_t slots = seg->slots.size();
+    if (seg->n_invalid == 0 && slots >= options_.segment_blocks) continue;  // gp 0, without a division
+    const bool sized = slots <= options_.segment_blocks;
+    const uint64_t count = seg->n_invalid + (sized ? options_.segment_blocks - slots : 0);
+    if (by_count && sized && best.index != kNoSegment && count < best_count) continue;
     const double gp = Reclaimable(*seg);
     if (gp <= 0 || gp < min_gp) continue;
     double score = gp;
@@ -415,6 +424,7 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
       candidates.push_back({score, TieOrder(seg->id), seg->id, i});
     } else if (best.index == kNoSegment || score > best.score) {
       best = {score, kNoOrder, seg->id, i};
+      best_count = sized ? count : 0;  // an oversized best: nothing is passed over
     } else if (score == best.score) {
       if (best.order == kNoOrder) best.order = TieOrder(best.id);
       const uint32_t order = TieOrder(seg->id);
