@@ -28,36 +28,6 @@ std::string LastError(const char* what) {
 }
 constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 
-// Ends a connection whose descriptor libnbd owns, at once and for good: a zero linger
-// makes the close drop whatever the kernel still had queued to send and reset the
-// connection (a shutdown would still deliver a cut link's backlog when the link returned:
-// TCP retransmits it seconds later, long after the drive was failed and perhaps rebuilt
-// onto the same export). The descriptor number, which libnbd keeps, then names an
-// unconnected socket: libnbd's next use of it fails, and it retires what it still holds.
-void AbortSocket(int fd) {
-  const linger abort{1, 0};
-  (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
-  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
-    (void)::dup3(dummy, fd, O_CLOEXEC);
-    ::close(dummy);
-  } else {
-    ::shutdown(fd, SHUT_RDWR);
-  }
-}
-
-// Takes a connection away from libnbd without ending it: returns a descriptor of our own
-// for it (or -1), after which libnbd's descriptor number names an unconnected socket.
-int DetachSocket(int fd) {
-  const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (mine < 0) return -1;
-  if (const int dummy = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); dummy >= 0) {
-    (void)::dup3(dummy, fd, O_CLOEXEC);
-    ::close(dummy);
-    return mine;
-  }
-  ::close(mine);
-  return -1;
-}
 }  // namespace
 
 struct NbdBackend::Request {
@@ -195,13 +165,7 @@ NbdBackend::~NbdBackend() {
   stop_.store(true, std::memory_order_release);
   Wake();
   poller_.join();
-  // Nobody waits for the old connection's end any more: it goes at once.
-  if (const int fd = drain_fd_.exchange(-1); fd >= 0) {
-    const linger abort{1, 0};
-    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
-    ::close(fd);
-  }
-  if (!failed()) {
+  if (!failed() || drained()) {
     // A polite goodbye, for as long as the deadline allows: the server then knows the
     // client is gone rather than lost.
     if (nbd_aio_disconnect(h_, 0) == 0) {
@@ -350,49 +314,45 @@ void NbdBackend::FailWith(const std::string& why, bool socket_open) {
     async_pending_ = 0;
     if (abandoned_ > 0) drained_.store(false, std::memory_order_release);
   }
-  // libnbd is cut off from the connection (the callbacks of what it still holds find
-  // nothing pending and return). With writes abandoned, the connection is kept to see the
-  // server end it: our side shut down for sending, so the server reads to the end of what
-  // was sent and then closes; with none, it is dropped at once.
-  // A connection libnbd found dead is closed already (its descriptor number may be
-  // someone else's by now): nothing of it is left to end or watch.
-  int mine = -1;
-  if (socket_open && !drained()) mine = DetachSocket(fd_);
-  if (mine >= 0) {
-    ::shutdown(mine, SHUT_WR);
-    drain_fd_.store(mine, std::memory_order_release);
-  } else {
-    if (socket_open) AbortSocket(fd_);
-    if (!drained()) EndDrain(-1);
-  }
+  // The connection stays with libnbd, which goes on driving it (Drain) until every
+  // request it sent has its answer: only then can none of them still be carried out.
+  // One libnbd found dead (reset, closed, or given up on by TCP) has nothing to drain.
+  if (!socket_open) EndDrain();
   for (auto& r : waiting) Finish(r, error);
   cv_.notify_all();
   Wake();
 }
 
-void NbdBackend::DrainStep() {
-  const int fd = drain_fd_.load(std::memory_order_acquire);
-  pollfd p[2] = {{event_fd_, POLLIN, 0}, {fd, POLLIN | POLLRDHUP, 0}};
-  if (::poll(p, fd >= 0 ? 2 : 1, 100) <= 0) return;
-  if (p[0].revents & POLLIN) {
+void NbdBackend::Drain(bool* dead) {
+  // libnbd counts a request in flight from its submission until its answer (or until the
+  // connection dies): queued requests are sent whole, so the server never sees half of
+  // one, and every answer that comes means that request is done.
+  if (*dead || nbd_aio_in_flight(h_) <= 0 || nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
+    EndDrain();
+    pollfd e{event_fd_, POLLIN, 0};
+    if (::poll(&e, 1, 100) > 0) {
+      uint64_t v;
+      (void)!::read(event_fd_, &v, sizeof(v));
+    }
+    return;
+  }
+  const unsigned dir = nbd_aio_get_direction(h_);
+  pollfd p[2] = {{fd_, 0, 0}, {event_fd_, POLLIN, 0}};
+  if (dir & LIBNBD_AIO_DIRECTION_READ) p[0].events |= POLLIN;
+  if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
+  if (::poll(p, 2, 100) <= 0) return;
+  if (p[1].revents & POLLIN) {
     uint64_t v;
     (void)!::read(event_fd_, &v, sizeof(v));
   }
-  if (fd < 0 || p[1].revents == 0) return;
-  char sink[16384];
-  for (;;) {
-    const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-    if (got > 0) continue;  // replies nobody waits for
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-    // The end (0), or a reset, or TCP giving up on a host gone for good: either way no
-    // request of this connection will be carried out any more.
-    EndDrain(fd);
-    return;
-  }
+  int rc = 0;
+  if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(h_);
+  else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
+  if (rc == -1) *dead = true;  // a reset, or TCP giving up: nothing more will be carried out
 }
 
-void NbdBackend::EndDrain(int fd) {
-  if (fd >= 0 && drain_fd_.compare_exchange_strong(fd, -1)) ::close(fd);
+void NbdBackend::EndDrain() {
+  if (drained()) return;
   {
     std::lock_guard lock(mu_);
     drained_.store(true, std::memory_order_release);
@@ -422,7 +382,7 @@ void NbdBackend::Poller() {
   bool dead = false;
   while (!stop_.load(std::memory_order_acquire)) {
     if (failed()) {
-      DrainStep();
+      Drain(&dead);
       continue;
     }
     const unsigned dir = dead ? 0 : nbd_aio_get_direction(h_);

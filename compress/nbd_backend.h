@@ -20,13 +20,14 @@
 //
 // Late writes. Writes (and trims) in flight at the failure were abandoned, not undone: a
 // hung host that resumes works through its queue, and a cut link, restored, delivers
-// what TCP still held. So the connection is not simply dropped: libnbd is cut off from
-// it, our side is shut down for sending (the server reads what was sent, then the end),
-// and the connection is watched until the server ends it — which a server does only
-// once it has carried out or given up every request it read (nbdkit joins its workers
-// first). drained() says whether that has happened (at once if nothing was abandoned);
-// re-adding the drive, or rebuilding it onto the same export, waits for it, so no
-// abandoned write can land on data written after it (docs/remote-drives.md).
+// what TCP still held. So the connection is not dropped: libnbd goes on driving it,
+// sending whole what it had started and taking answers in (to nobody), until every
+// request it sent has been answered — then none can still be carried out — or the
+// connection dies. drained() says whether that has happened (at once if no write was
+// abandoned); re-adding the drive, or rebuilding it onto the same export, waits for it,
+// so no abandoned write can land on data written after it (docs/remote-drives.md).
+// (Hanging up instead, or half-closing, does not do: a server may end the connection
+// before its workers finish, and nbdkit 1.32 then aborts at their answer.)
 //
 // Trim is NBD's write-zeroes (the Backend contract says trimmed blocks read as zeros,
 // which NBD's trim does not promise); flush is NBD's flush.
@@ -127,10 +128,10 @@ class NbdBackend final : public Backend {
 
   void Poller();
   void Wake();
-  // The poller's work once failed: reads and drops what the old connection still
-  // delivers, until the server ends it (EndDrain).
-  void DrainStep();
-  void EndDrain(int fd);
+  // The poller's work once failed: drives the connection until libnbd has the answer to
+  // every request it sent (or the connection dies), then EndDrain. *dead: it died.
+  void Drain(bool* dead);
+  void EndDrain();
 
   nbd_handle* const h_;
   const std::string uri_;
@@ -143,7 +144,6 @@ class NbdBackend final : public Backend {
   std::atomic<bool> stop_{false};
   std::atomic<bool> drained_{true};
   std::atomic<uint32_t> timeout_ms_;  // options_.timeout_ms, until SetTimeout
-  std::atomic<int> drain_fd_{-1};  // the old connection, watched until the server ends it
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // completions queued, a slot free, or a request finished

@@ -76,9 +76,9 @@ start_host() {  # K: serve WORK/hostK/flash (112 MiB, sparse) as drive host K
   for _ in $(seq 100); do nbdinfo --size "${URIS[$k]}" >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "remote_drives: drive host $k did not come up"; cat "$WORK/host$k/log"; exit 1
 }
-# resume_host K: SIGCONT. nbdkit 1.32 may then abort (`raw_send_socket: Assertion sock
-# >= 0`) answering on the connection the array reset; like a host that reboots, it is
-# started again on the same file, which keeps what it had written.
+# resume_host K: SIGCONT. nbdkit 1.32 may abort (`raw_send_socket: Assertion sock >= 0`,
+# fixed in 1.33.10) answering on a connection whose client has gone; like a host that
+# reboots, it is then started again on the same file, which keeps what it had written.
 resume_host() {
   local k=$1
   kill -CONT "${PIDS[$k]}"
@@ -167,9 +167,9 @@ rebuild_onto() {  # DEVICE HOST
   # abandoned writes (up to the timeout): after a cut link, TCP delivers its backlog at its
   # next retransmission, which can be seconds off. A user retries, as the message says.
   local try
-  for try in 1 2 3 4 5; do
+  for try in $(seq 10); do
     "$ERAID" replace --dir "$A" --device "$1" --with "${URIS[$2]}" 2>"$WORK/err" && break
-    grep -q "cannot be rebuilt onto its own export yet" "$WORK/err" && [ $try -lt 5 ] || { cat "$WORK/err"; exit 1; }
+    grep -q "cannot be rebuilt onto its own export yet" "$WORK/err" && [ $try -lt 10 ] || { cat "$WORK/err"; exit 1; }
     echo "replace: $(cat "$WORK/err") — again"
   done
   "$ERAID" scrub --dir "$A" --json | python3 -c '
