@@ -224,7 +224,7 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
       mine = pending_.erase(r->id) > 0;
       if (mine) async_pending_ -= !r->sync;
     }
-    FailWith(why, /*socket_open=*/false);  // libnbd found it dead, and closed it
+    Fail(why);
     if (mine) Finish(r, Status::IoError(name() + " has failed: " + why));
     return;
   }
@@ -290,9 +290,7 @@ void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
   cv_.notify_all();
 }
 
-void NbdBackend::Fail(const std::string& why) { FailWith(why, /*socket_open=*/true); }
-
-void NbdBackend::FailWith(const std::string& why, bool socket_open) {
+void NbdBackend::Fail(const std::string& why) {
   std::vector<std::shared_ptr<Request>> waiting;  // synchronous ones
   const Status error = Status::IoError(name() + " has failed: " + why);
   {
@@ -316,24 +314,25 @@ void NbdBackend::FailWith(const std::string& why, bool socket_open) {
   }
   // The connection stays with libnbd, which goes on driving it (Drain) until every
   // request it sent has its answer: only then can none of them still be carried out.
-  // One libnbd found dead (reset, closed, or given up on by TCP) has nothing to drain.
-  if (!socket_open) EndDrain();
   for (auto& r : waiting) Finish(r, error);
   cv_.notify_all();
   Wake();
 }
 
-void NbdBackend::Drain(bool* dead) {
+void NbdBackend::TakeWake() {
+  uint64_t v;
+  (void)!::read(event_fd_, &v, sizeof(v));
+}
+
+void NbdBackend::Drain() {
   // libnbd counts a request in flight from its submission until its answer (or until the
-  // connection dies): queued requests are sent whole, so the server never sees half of
-  // one, and every answer that comes means that request is done.
-  if (*dead || nbd_aio_in_flight(h_) <= 0 || nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
+  // connection dies: a reset, TCP giving up, a killed host): queued requests are sent
+  // whole, so the server never sees half of one, and every answer means that request is
+  // done.
+  if (nbd_aio_in_flight(h_) <= 0 || nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
     EndDrain();
     pollfd e{event_fd_, POLLIN, 0};
-    if (::poll(&e, 1, 100) > 0) {
-      uint64_t v;
-      (void)!::read(event_fd_, &v, sizeof(v));
-    }
+    if (::poll(&e, 1, 100) > 0) TakeWake();
     return;
   }
   const unsigned dir = nbd_aio_get_direction(h_);
@@ -341,14 +340,9 @@ void NbdBackend::Drain(bool* dead) {
   if (dir & LIBNBD_AIO_DIRECTION_READ) p[0].events |= POLLIN;
   if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
   if (::poll(p, 2, 100) <= 0) return;
-  if (p[1].revents & POLLIN) {
-    uint64_t v;
-    (void)!::read(event_fd_, &v, sizeof(v));
-  }
-  int rc = 0;
-  if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(h_);
-  else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
-  if (rc == -1) *dead = true;  // a reset, or TCP giving up: nothing more will be carried out
+  if (p[1].revents & POLLIN) TakeWake();
+  if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) (void)nbd_aio_notify_read(h_);
+  else if (p[0].revents & POLLOUT) (void)nbd_aio_notify_write(h_);
 }
 
 void NbdBackend::EndDrain() {
@@ -379,13 +373,12 @@ Status NbdBackend::WaitDrained(uint32_t timeout_ms) {
 }
 
 void NbdBackend::Poller() {
-  bool dead = false;
   while (!stop_.load(std::memory_order_acquire)) {
     if (failed()) {
-      Drain(&dead);
+      Drain();
       continue;
     }
-    const unsigned dir = dead ? 0 : nbd_aio_get_direction(h_);
+    const unsigned dir = nbd_aio_get_direction(h_);
     pollfd p[2] = {{fd_, 0, 0}, {event_fd_, POLLIN, 0}};
     if (dir & LIBNBD_AIO_DIRECTION_READ) p[0].events |= POLLIN;
     if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
@@ -412,22 +405,16 @@ void NbdBackend::Poller() {
       }
       wait_ms = static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100));
     }
-    const int n = ::poll(dead ? p + 1 : p, dead ? 1 : 2, wait_ms);
+    const int n = ::poll(p, 2, wait_ms);
     if (n < 0 && errno != EINTR) continue;
-    if (p[1].revents & POLLIN) {
-      uint64_t v;
-      (void)!::read(event_fd_, &v, sizeof(v));
-    }
-    if (dead) continue;
+    if (p[1].revents & POLLIN) TakeWake();
     int rc = 0;
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(h_);
     else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
     if (rc == -1) {
-      dead = true;
-      FailWith(LastError("connection lost"), /*socket_open=*/false);
+      Fail(LastError("connection lost"));
     } else if (nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
-      dead = true;
-      FailWith("connection lost: the server closed it", /*socket_open=*/false);
+      Fail("connection lost: the server closed it");
     }
   }
 }

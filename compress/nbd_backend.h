@@ -121,17 +121,16 @@ class NbdBackend final : public Backend {
   // From libnbd's completion callback (on the poller thread, libnbd's lock held: no
   // nbd_* calls in here).
   void Complete(uint64_t id, int error);
-  // Fail; socket_open: libnbd still has the connection (not found dead and closed by it).
-  void FailWith(const std::string& why, bool socket_open);
   // Hands a finished request to its waiter or the completion queue. REQUIRES: mu_ not held.
   void Finish(const std::shared_ptr<Request>& r, Status s);
 
   void Poller();
   void Wake();
   // The poller's work once failed: drives the connection until libnbd has the answer to
-  // every request it sent (or the connection dies), then EndDrain. *dead: it died.
-  void Drain(bool* dead);
+  // every request it sent (or the connection dies), then EndDrain.
+  void Drain();
   void EndDrain();
+  void TakeWake();  // consumes the eventfd's wake-ups
 
   nbd_handle* const h_;
   const std::string uri_;
