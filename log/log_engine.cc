@@ -178,7 +178,8 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
   return Pack(index, slot);
 }
 
-Status LogEngine::SealIfFull(uint32_t index) {
+// Inlined: it runs once per block (on a counting store, one comparison).
+[[gnu::always_inline]] inline Status LogEngine::SealIfFull(uint32_t index) {
   Segment& seg = *segments_[index];
   const auto blocks = static_cast<uint32_t>(seg.slots.size());
   if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks)) return Status::Ok();
@@ -203,7 +204,6 @@ Status LogEngine::SealIfFull(uint32_t index) {
   if (has_data_) ++copies_[lba];
   ++stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
-  if (counting_ && SlotOf(entry) + 1 < counting_->segment_blocks()) return Status::Ok();  // SealIfFull's answer
   return SealIfFull(IndexOf(entry));
 }
 
@@ -408,10 +408,11 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || i == gc_victim_) continue;
     const uint64_t slots = seg->slots.size();
-    if (seg->n_invalid == 0 && slots >= options_.segment_blocks) continue;  // gp 0, without a division
     const bool sized = slots <= options_.segment_blocks;
     const uint64_t count = seg->n_invalid + (sized ? options_.segment_blocks - slots : 0);
-    if (by_count && sized && best.index != kNoSegment && count < best_count) continue;
+    if (sized && (count == 0 || (by_count && best.index != kNoSegment && count < best_count))) {
+      continue;  // nothing to reclaim, or less than the best: passed over without a division
+    }
     const double gp = Reclaimable(*seg);
     if (gp <= 0 || gp < min_gp) continue;
     double score = gp;

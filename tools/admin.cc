@@ -479,7 +479,7 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
   }
   if (verb == "set-io-timeout" && words.size() == 2) {
     auto ms = ParseIndex(words[1], 86400001, "milliseconds");
-    if (!ms.ok() || *ms == 0) return Error(2, "the I/O timeout must be 1..86400000 ms");
+    if (!ms.ok()) return Error(2, ms.status().message());
     Status s = a.SetIoTimeout(static_cast<uint32_t>(*ms));
     if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
     return done("io timeout " + words[1] + " ms, on every remote drive's connection now",

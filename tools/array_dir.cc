@@ -464,10 +464,16 @@ std::vector<std::optional<NbdLinkStats>> ArrayDir::links() const {
   return v;
 }
 
-Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
+// The I/O timeout's bounds, for every way of setting it.
+static Status CheckIoTimeout(uint32_t timeout_ms) {
   if (timeout_ms == 0 || timeout_ms > 86400000u) {
     return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");
   }
+  return Status::Ok();
+}
+
+Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
+  ERAID_RETURN_IF_ERROR(CheckIoTimeout(timeout_ms));
   // Held like an open: not while a server has the array (it reads the manifest at open).
   const std::string lock_path = dir + "/eraid.lock";
   ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
@@ -484,9 +490,7 @@ Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
 }
 
 Status ArrayDir::SetIoTimeout(uint32_t timeout_ms) {
-  if (timeout_ms == 0 || timeout_ms > 86400000u) {
-    return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");
-  }
+  ERAID_RETURN_IF_ERROR(CheckIoTimeout(timeout_ms));
   {
     std::lock_guard lock(manifest_mu_);
     auto kv = manifest_;
