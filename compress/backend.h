@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -66,6 +67,15 @@ class Backend {
   // REQUIRES: buf.size() is a non-zero multiple of kBlockSize.
   virtual void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) = 0;
   virtual void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) = 0;
+  // SubmitWrite(lba, buf), with the blocks also compressed already: block i of `buf` is
+  // block `first + i` of `packed` (where its size is not {kRaw, 0}). A compressing drive
+  // with the same codec stores those records as they are; every other device writes
+  // `buf`, which is what the default does.
+  virtual void SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
+                                 std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
+    (void)packed, (void)first;
+    SubmitWrite(lba, buf, std::move(done));
+  }
   // After a trim, the blocks read as zeros.
   virtual void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) = 0;
   virtual void SubmitFlush(IoCallback done) = 0;

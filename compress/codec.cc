@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 
 namespace eraid {
@@ -66,76 +65,6 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
   }
   std::memcpy(out, in, kBlockSize);
   return {Codec::kRaw, kBlockSize};
-}
-
-struct CompressionMemo::Entry {
-  std::mutex mu;
-  uint8_t uses = 0;  // Compress() calls the entry still answers; 0 = empty
-  bool enabled = false;
-  int level = 0;
-  Compressed result{Codec::kRaw, 0};
-  // Left uninitialised: pages of a memo never filled are never touched.
-  std::byte input[kBlockSize];
-  std::byte output[kMaxCompressedBlockBytes];
-
-  void Store(const CodecConfig& config, const std::byte* in, const std::byte* out, Compressed c, uint8_t n) {
-    uses = n;
-    enabled = config.enabled;
-    level = config.zstd_level;
-    result = c;
-    std::memcpy(input, in, kBlockSize);
-    std::memcpy(output, out, c.size_bytes);
-  }
-};
-
-CompressionMemo::CompressionMemo(size_t entries)
-    : size_(std::max<size_t>(entries, 1)), entries_(new Entry[size_]) {}
-
-CompressionMemo::~CompressionMemo() = default;
-
-uint64_t CompressionMemo::SlotHash(const std::byte* in) {
-  // One word of each 64-byte line, at a different place in each of 8 lines running: a
-  // sample, which is enough to pick a slot (a CRC of the whole block cost more than the
-  // rest of a lookup).
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  uint64_t a[4] = {1, 2, 3, 4};
-  for (size_t line = 0; line < kBlockSize / 64; line += 4) {
-    for (size_t k = 0; k < 4; ++k) {
-      uint64_t w;
-      std::memcpy(&w, in + (line + k) * 64 + 8 * ((line + k) % 8), sizeof w);
-      a[k] = (a[k] ^ w) * kMul;
-    }
-  }
-  const uint64_t h = a[0] ^ (a[1] >> 7) ^ (a[2] >> 19) ^ (a[3] >> 31);
-  return h ^ (h >> 29);
-}
-
-Compressed CompressionMemo::Compress(const CodecConfig& config, const std::byte* in, std::byte* out) {
-  Entry& e = entries_[SlotHash(in) % size_];
-  {
-    std::lock_guard lock(e.mu);
-    if (e.uses > 0 && e.enabled == config.enabled && e.level == config.zstd_level &&
-        std::memcmp(e.input, in, kBlockSize) == 0) {
-      std::memcpy(out, e.output, e.result.size_bytes);
-      --e.uses;
-      hits_.fetch_add(1, std::memory_order_relaxed);
-      return e.result;
-    }
-  }
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
-  std::lock_guard lock(e.mu);
-  e.Store(config, in, out, c, 1);  // for the other copy of a mirrored pair
-  return c;
-}
-
-void CompressionMemo::Prime(const CodecConfig& config, const std::byte* in) {
-  std::byte out[kMaxCompressedBlockBytes];
-  const Compressed c = CompressBlock(config, in, out);  // outside the entry's lock
-  Entry& e = entries_[SlotHash(in) % size_];
-  std::lock_guard lock(e.mu);
-  e.Store(config, in, out, c, 2);
-  primed_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Status DecompressBlock(Codec codec, std::span<const std::byte> payload, std::byte* out) {

@@ -5,12 +5,12 @@
 // any number of threads.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/types.h"
@@ -38,43 +38,26 @@ struct Compressed {
 inline constexpr uint32_t kMaxCompressedBlockBytes = kBlockSize;
 Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::byte* out);
 
-// Recent compressions, shared by the emulated drives of one array, so the two copies of
-// a mirrored block cost one compression: a RAID10 row reaches two drives with the same
-// bytes, and each drive compresses what it is given. It changes no stored byte — the
-// output is CompressBlock's, reused only for an input equal byte for byte (and the same
-// codec settings). A real drive compresses in hardware; this saves only the emulation's
-// CPU. Direct-mapped by a hash of a sample of the input (SlotHash: a word of every cache
-// line; a CRC32C of the whole block was 3 of every 4 CRCs a mirrored write computed): an
-// entry is overwritten by the next block that maps to it, and each hit uses it up a little: a drive's miss leaves it for one
-// more copy (a block has one mirror), a Prime for two.
-//
-// Prime is how the host does the compression once, in the thread that received the
-// write and outside every lock, before the block goes down the stack: the drives then
-// find it done (docs/block-device.md, "The write path").
-//
-// Thread-safety: Compress() and Prime() may be called from any number of threads (a lock
-// per entry).
-class CompressionMemo {
- public:
-  explicit CompressionMemo(size_t entries = 4096);
-  ~CompressionMemo();
-  // CompressBlock(config, in, out), with the result taken from the memo when it has it.
-  Compressed Compress(const CodecConfig& config, const std::byte* in, std::byte* out);
-  // Compresses the block into the memo for the next two Compress() calls of it (both
-  // copies of a mirrored block; a RAID5 data block uses one).
-  void Prime(const CodecConfig& config, const std::byte* in);
-  // Which entry a block maps to (before the modulo); any block-to-number function would
-  // do, since a hit is confirmed by comparing the whole block.
-  static uint64_t SlotHash(const std::byte* in);
-  uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
-  uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
-  uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+// Blocks compressed once by the host, in the form a compressing drive stores them:
+// block i's payload (CompressBlock(config, ...)'s output) at payload(i), every block's at
+// the same 4 KiB stride. A RAID10 row reaches two drives with the same bytes; the array
+// compresses the row once, outside its locks, and hands both drives these records
+// (Backend::SubmitWritePacked) instead of the drives compressing a copy each
+// (docs/block-device.md, "The write path"). Shared: the drives' write caches keep it,
+// instead of a copy, until their workers have stored it.
+struct PackedBlocks {
+  PackedBlocks(const CodecConfig& c, size_t blocks)
+      : config(c), sizes(blocks), bytes(std::make_unique_for_overwrite<std::byte[]>(blocks * kBlockSize)) {}
+  std::byte* payload(size_t i) { return bytes.get() + i * kBlockSize; }
+  const std::byte* payload(size_t i) const { return bytes.get() + i * kBlockSize; }
+  // Whether a drive compressing with `c` would have produced these records.
+  bool Matches(const CodecConfig& c) const {
+    return c.enabled == config.enabled && (!c.enabled || c.zstd_level == config.zstd_level);
+  }
 
- private:
-  struct Entry;
-  const size_t size_;
-  std::unique_ptr<Entry[]> entries_;
-  std::atomic<uint64_t> hits_{0}, misses_{0}, primed_{0};
+  const CodecConfig config;
+  std::vector<Compressed> sizes;  // {kRaw, 0}: block i not packed (the drive encodes it)
+  std::unique_ptr<std::byte[]> bytes;
 };
 
 // Restores a 4 KiB block. Corruption if the payload does not decode to exactly 4 KiB.

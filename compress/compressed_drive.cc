@@ -180,6 +180,22 @@ Status CompressedDrive::Read(Lba lba, std::span<std::byte> buf) {
 void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
   completions_.Push(std::move(done), options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
 }
+void CompressedDrive::SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
+                                        std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
+  const uint64_t n = BytesToBlocks(buf.size());
+  if (!packed || !packed->Matches(options_.codec) || first + n > packed->sizes.size()) {
+    SubmitWrite(lba, buf, std::move(done));
+    return;
+  }
+  Status s;
+  if (options_.write_cache_blocks) {
+    s = CacheWrite(lba, buf, std::move(packed), first);
+  } else {
+    s = CheckExtent(lba, buf.size());
+    if (s.ok()) s = Store(lba.value, n, packed->payload(first), std::span(packed->sizes).subspan(first, n), 0, 0);
+  }
+  completions_.Push(std::move(done), std::move(s));
+}
 void CompressedDrive::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
   Status s = DrainCacheOf(lba, count_blocks);
   completions_.Push(std::move(done), s.ok() ? DoTrim(lba, count_blocks) : s);
@@ -208,20 +224,34 @@ size_t CompressedDrive::Poll(bool wait) {
 
 // ---------------------------------------------------------------- the write cache
 
-Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf) {
+Status CompressedDrive::CachedBlock::CopyTo(std::byte* out) const {
+  if (!packed) {
+    std::memcpy(out, data->data() + offset, kBlockSize);
+    return Status::Ok();
+  }
+  const Compressed c = packed->sizes[offset];
+  return DecompressBlock(c.codec, std::span(packed->payload(offset), c.size_bytes), out);
+}
+
+Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed,
+                                   uint32_t first) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
   const uint64_t n = BytesToBlocks(buf.size());
   if (n > options_.write_cache_blocks) return DrainCache().ok() ? DoWrite(lba, buf) : DrainCache();
   const uint64_t worst = n * (kRecordHeaderBytes + kBlockSize);
-  auto data = std::make_shared<std::vector<std::byte>>(buf.begin(), buf.end());
+  // The host's records, shared, or else a copy of the data (the caller's buffer is free
+  // to go once this returns).
+  auto data = packed ? nullptr : std::make_shared<std::vector<std::byte>>(buf.begin(), buf.end());
   std::unique_lock lock(cache_mu_);
   cache_done_cv_.wait(lock, [&] { return cache_blocks_ + n <= options_.write_cache_blocks; });
   if (!cache_error_.ok()) return cache_error_;
   ERAID_RETURN_IF_ERROR(AdmitLocked(lba, n, worst));
   const uint64_t id = next_cache_id_++;
-  for (uint64_t i = 0; i < n; ++i) cached_[lba.value + i] = CachedBlock{id, data, BlocksToBytes(i)};
+  for (uint64_t i = 0; i < n; ++i) {
+    cached_[lba.value + i] = packed ? CachedBlock{id, nullptr, first + i, packed} : CachedBlock{id, data, BlocksToBytes(i), nullptr};
+  }
   cached_size_.store(cached_.size(), std::memory_order_release);
-  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst});
+  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst, std::move(packed), first});
   cache_blocks_ += n;
   if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
   cache_work_cv_.notify_one();
@@ -270,7 +300,7 @@ Status CompressedDrive::CachedRead(Lba lba, std::span<std::byte> buf) {
     for (uint64_t i = 0; i < n; ++i) {
       auto it = cached_.find(lba.value + i);
       if (it == cached_.end()) continue;
-      std::memcpy(buf.data() + BlocksToBytes(i), it->second.data->data() + it->second.offset, kBlockSize);
+      ERAID_RETURN_IF_ERROR(it->second.CopyTo(buf.data() + BlocksToBytes(i)));
       hit[i] = any = true;
     }
   }
@@ -341,7 +371,9 @@ void CompressedDrive::CacheWorker() {
     lock.unlock();
     std::vector<Status> results;
     for (const CachedWrite& w : batch) {
-      results.push_back(DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data), w.reserved));
+      results.push_back(w.packed ? Store(w.lba, w.blocks, w.packed->payload(w.packed_first),
+                                         std::span(w.packed->sizes).subspan(w.packed_first, w.blocks), w.reserved, 0)
+                                 : DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data), w.reserved));
     }
     lock.lock();
     for (size_t b = 0; b < batch.size(); ++b) {
@@ -374,10 +406,7 @@ Status CompressedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBloc
   if (out.size() != kBlockSize) return Status::InvalidArgument("ReadStored takes one block");
   if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
     std::lock_guard lock(cache_mu_);
-    if (auto it = cached_.find(lba.value); it != cached_.end()) {  // not stored yet: the data only
-      std::memcpy(out.data(), it->second.data->data() + it->second.offset, kBlockSize);
-      return Status::Ok();
-    }
+    if (auto it = cached_.find(lba.value); it != cached_.end()) return it->second.CopyTo(out.data());  // not stored yet: the data only
   }
   return ReadBlock(lba.value, out.data(), stored);
 }
@@ -402,20 +431,21 @@ Status CompressedDrive::WriteStored(Lba lba, std::span<const std::byte> data, st
   }
   auto payloads = std::make_unique_for_overwrite<std::byte[]>(BlocksToBytes(n));
   std::vector<Compressed> sizes(n);
+  uint64_t compressed = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const StoredBlock& b = stored[i];
     std::byte* out = payloads.get() + BlocksToBytes(i);
     if (b.bytes.empty() || b.bytes.size() > kMaxCompressedBlockBytes ||
         (b.codec == Codec::kRaw && b.bytes.size() != kBlockSize)) {
       const std::byte* in = data.data() + BlocksToBytes(i);
-      sizes[i] = options_.memo ? options_.memo->Compress(options_.codec, in, out)
-                               : CompressBlock(options_.codec, in, out);
+      sizes[i] = CompressBlock(options_.codec, in, out);
+      ++compressed;
     } else {
       std::memcpy(out, b.bytes.data(), b.bytes.size());
       sizes[i] = Compressed{b.codec, static_cast<uint32_t>(b.bytes.size())};
     }
   }
-  return Store(lba.value, n, payloads.get(), sizes, reserved);
+  return Store(lba.value, n, payloads.get(), sizes, reserved, compressed);
 }
 
 Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out, StoredBlock* keep) {
@@ -485,14 +515,13 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
   for (uint64_t i = 0; i < n; ++i) {
     const std::byte* in = buf.data() + BlocksToBytes(i);
     std::byte* out = payloads.get() + BlocksToBytes(i);
-    sizes[i] = options_.memo ? options_.memo->Compress(options_.codec, in, out)
-                             : CompressBlock(options_.codec, in, out);
+    sizes[i] = CompressBlock(options_.codec, in, out);
   }
-  return Store(lba.value, n, payloads.get(), sizes, reserved);
+  return Store(lba.value, n, payloads.get(), sizes, reserved, n);
 }
 
 Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payloads,
-                              const std::vector<Compressed>& sizes, uint64_t reserved) {
+                              std::span<const Compressed> sizes, uint64_t reserved, uint64_t compressed) {
   uint64_t new_bytes = 0;
   for (const Compressed& c : sizes) new_bytes += kRecordHeaderBytes + c.size_bytes;
   std::lock_guard lock(mu_);
@@ -533,6 +562,8 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
   }
   stats_.host_write_bytes += BlocksToBytes(n);
   stats_.host_stored_bytes += new_bytes;
+  stats_.compressed_blocks += compressed;
+  stats_.given_records += n - compressed;
   uint64_t ckpt_bytes = BlocksToBytes(2ull * ckpt_slot_blocks_);  // counts both, as a margin
   if (bytes_since_ckpt_ >= ckpt_bytes / 2 * options_.checkpoint_every) {
     ERAID_RETURN_IF_ERROR(CheckpointLocked());

@@ -74,9 +74,6 @@ struct DriveOptions {
   // flushes run on a thread of their own. A background failure is reported by every later flush.
   // Unflushed writes may be lost on a crash, exactly as without the cache.
   uint32_t write_cache_blocks = 0;
-  // Shared with the other drives of an array (codec.h): a block whose bytes another drive
-  // just compressed reuses that result. Null: every block is compressed.
-  std::shared_ptr<CompressionMemo> memo;
 };
 
 struct DriveStats {
@@ -89,6 +86,9 @@ struct DriveStats {
   uint64_t free_eus = 0;
   uint64_t host_write_bytes = 0;       // 4 KiB per block the host wrote
   uint64_t host_stored_bytes = 0;      // record bytes those writes produced
+  // Of the blocks the host wrote: compressed here, and stored as records the host gave
+  // (SubmitWritePacked, WriteStored) — compressed once for both copies of a mirror.
+  uint64_t compressed_blocks = 0, given_records = 0;
   uint64_t gc_relocated_bytes = 0;
   uint64_t flash_write_bytes = 0;      // every byte written to flash: pages, EU headers, metadata
   uint64_t meta_write_bytes = 0;       // of which checkpoints
@@ -128,6 +128,10 @@ class CompressedDrive final : public Backend {
   // Synchronous, without the completion queue (the array's reads).
   Status Read(Lba lba, std::span<std::byte> buf) override;
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
+  // Stores the host's records as they are when they match this drive's codec: no
+  // compression here, and the write cache keeps `packed` rather than a copy of `buf`.
+  void SubmitWritePacked(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed,
+                         uint32_t first, IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
   // A block's record payload, and storing one as it is: a RAID5 -> RAID10 conversion
@@ -167,10 +171,13 @@ class CompressedDrive final : public Backend {
   Status DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved = 0);
   // The second half of DoWrite: appends the records of n blocks whose payloads (block i's
   // at payloads + i * 4 KiB) are encoded already, and maps them.
-  Status Store(uint64_t lba, uint64_t n, const std::byte* payloads, const std::vector<Compressed>& sizes,
-               uint64_t reserved);
-  // The write cache (options_.write_cache_blocks > 0).
-  Status CacheWrite(Lba lba, std::span<const std::byte> buf);
+  // `compressed`: how many of the n this drive compressed (the rest were given).
+  Status Store(uint64_t lba, uint64_t n, const std::byte* payloads, std::span<const Compressed> sizes,
+               uint64_t reserved, uint64_t compressed);
+  // The write cache (options_.write_cache_blocks > 0). `packed` (or null): the blocks'
+  // records, block i's at index first + i, kept instead of a copy of `buf`.
+  Status CacheWrite(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed = nullptr,
+                    uint32_t first = 0);
   Status CachedRead(Lba lba, std::span<std::byte> buf);
   // Holds room for a write of n blocks of at most `worst` record bytes, or NoSpace;
   // Store() releases it. REQUIRES: cache_mu_ held.
@@ -263,9 +270,11 @@ class CompressedDrive final : public Backend {
   // stored and the flash is flushed: the drives of an array flush in parallel.
   struct CachedWrite {
     uint64_t lba = 0, blocks = 0, id = 0;
-    std::shared_ptr<std::vector<std::byte>> data;
+    std::shared_ptr<std::vector<std::byte>> data;  // the blocks, or null when packed
     IoCallback flush;
     uint64_t reserved = 0;  // bytes admission reserved; DoWrite releases exactly these
+    std::shared_ptr<const PackedBlocks> packed;  // the blocks' records, from packed_first on
+    uint32_t packed_first = 0;
   };
   // stats_.live_bytes, published (release) after every change under mu_: for
   // live_bytes() and CacheWrite's admission.
@@ -275,11 +284,15 @@ class CompressedDrive final : public Backend {
   std::condition_variable cache_work_cv_;  // the worker: work or stop
   std::condition_variable cache_done_cv_;  // writers waiting for room; drains
   std::deque<CachedWrite> cache_queue_;
-  // LBA -> the newest cached write of it (id, its data, the block's offset in it).
+  // LBA -> the newest cached write of it: its id, and the block's data (at `offset` in
+  // `data`) or its record (`packed`'s block `offset`).
   struct CachedBlock {
     uint64_t id;
     std::shared_ptr<std::vector<std::byte>> data;
     uint64_t offset;
+    std::shared_ptr<const PackedBlocks> packed;
+    // Copies the block's data into out (4 KiB).
+    Status CopyTo(std::byte* out) const;
   };
   std::unordered_map<uint64_t, CachedBlock> cached_;
   std::atomic<size_t> cached_size_{0};  // cached_.size(), for reads that find it empty

@@ -187,9 +187,6 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   if (data.empty() || !IsBlockAligned(data.size())) return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
-  if (options_.before_write) {
-    for (uint64_t i = 0; i < blocks; ++i) options_.before_write(data.subspan(BlocksToBytes(i), kBlockSize));
-  }
   bool free_due = false;
   Status st = [&]() -> Status {
     std::lock_guard lock(mu_);

@@ -61,10 +61,6 @@ struct VolumeOptions {
   // damaged): the blocks written there are unknown, so some LBAs would read an older
   // version. Without it, Open refuses with DataLoss and names the segment.
   bool salvage = false;
-  // Called for each 4 KiB block of a user write, in the writer's thread, before the
-  // volume's lock is taken: work on the data that needs no lock (the drives' compression,
-  // tools/array_dir.cc) is done there, side by side with other writers, not under it.
-  std::function<void(std::span<const std::byte>)> before_write;
   // Named volumes (log/volumes.h) are extents of 2^extent_shift LBAs of an LBA space of
   // `overcommit` times the capacity (rounded up to whole extents), thinly provisioned:
   // their sizes may add up to more than the capacity. Writes that would make more blocks

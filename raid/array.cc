@@ -19,6 +19,10 @@ uint64_t BitmapSlotLba(uint32_t slot, uint32_t segments) { return 2 + uint64_t{s
 uint64_t JournalLba(uint64_t seq, uint32_t segments) {
   return 2 + 2ull * BitmapBlocks(segments) + seq % kJournalBlocks;
 }
+// Whether `part` lies within `whole` (a device write's data within a row buffer).
+bool Inside(std::span<const std::byte> part, std::span<const std::byte> whole) {
+  return !whole.empty() && part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
+}
 }  // namespace
 
 // A full row on its way to the devices, written outside the array lock (Append).
@@ -204,19 +208,28 @@ class ElasticArray::Io {
   // Writes submitted without the array lock (a detached row), beside threads that hold it
   // and poll the same devices; each write's outcome goes to *results. Device counts are
   // left to the caller (ApplyRowResultsLocked).
-  void WriteUnlocked(const std::vector<DeviceWrite>& writes, std::vector<std::pair<uint32_t, Status>>* results) {
+  // `packed` (or null): the records of the blocks of `base` (a row buffer), block i's at
+  // packed's index i, for the writes whose data lies in `base`.
+  void WriteUnlocked(const std::vector<DeviceWrite>& writes, std::vector<std::pair<uint32_t, Status>>* results,
+                     const std::shared_ptr<const PackedBlocks>& packed = nullptr,
+                     std::span<const std::byte> base = {}) {
     std::shared_lock lock(device_set_mu_);
     auto state = std::make_shared<SharedOps>(writes.size());
     std::vector<Backend*> used(count(), nullptr);
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
       used[w.device] = devices_[w.device];
-      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data,
-                                      [track = state->Track(i), changes = changes_, d = w.device, lba = w.lba,
-                                       n = BytesToBlocks(w.data.size())](Status s) {
-                                        changes->Mark(d, lba, n);
-                                        track(std::move(s));
-                                      });
+      IoCallback done = [track = state->Track(i), changes = changes_, d = w.device, lba = w.lba,
+                         n = BytesToBlocks(w.data.size())](Status s) {
+        changes->Mark(d, lba, n);
+        track(std::move(s));
+      };
+      if (packed && Inside(w.data, base)) {
+        const auto first = static_cast<uint32_t>(BytesToBlocks(static_cast<uint64_t>(w.data.data() - base.data())));
+        devices_[w.device]->SubmitWritePacked(Lba(w.lba), w.data, packed, first, std::move(done));
+      } else {
+        devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, std::move(done));
+      }
     }
     WaitShared(used, state->pending);
     for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
@@ -876,7 +889,27 @@ void ElasticArray::WriteRow(PendingRow& row) {
   SchemeFor(row.scheme).RowWrites(geometry_, SegmentId(row.segment), row.row, row.buf, true, &scratch, &writes);
   for (const DeviceWrite& w : writes) changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
   std::erase_if(writes, [&](const DeviceWrite& w) { return (row.writable_mask >> w.device & 1) == 0; });
-  io_->WriteUnlocked(writes, &row.results);
+  const std::span<const std::byte> base(row.buf.data(), row.buf.size());
+  io_->WriteUnlocked(writes, &row.results, row_codec_ ? PackRow(*row_codec_, base, writes) : nullptr, base);
+}
+
+std::shared_ptr<const PackedBlocks> ElasticArray::PackRow(const CodecConfig& codec, std::span<const std::byte> base,
+                                                          const std::vector<DeviceWrite>& writes) {
+  // Every block of the row that some write stores (a RAID10 row's data: twice), once;
+  // the parity, computed into a scratch buffer, is left to its drive.
+  auto packed = std::make_shared<PackedBlocks>(codec, BytesToBlocks(base.size()));
+  std::vector<bool> done(packed->sizes.size(), false);
+  for (const DeviceWrite& w : writes) {
+    if (!Inside(w.data, base)) continue;
+    const uint64_t first = BytesToBlocks(static_cast<uint64_t>(w.data.data() - base.data()));
+    for (uint64_t b = first; b < first + BytesToBlocks(w.data.size()); ++b) {
+      if (done[b]) continue;
+      packed->sizes[b] = CompressBlock(codec, base.data() + BlocksToBytes(b), packed->payload(b));
+      done[b] = true;
+      packed_blocks_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return packed;
 }
 
 void ElasticArray::WriteQueuedRows() {
@@ -1589,6 +1622,7 @@ ArrayStats ElasticArray::stats() const {
   std::lock_guard lock(mu_);
   ArrayStats s = stats_;
   for (uint32_t d = 0; d < s.devices.size(); ++d) s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
+  s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
   s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;
   s.user_blocks = s.raid10_user_blocks = 0;

@@ -37,6 +37,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 #include "common/rw_mutex.h"
@@ -77,6 +78,7 @@ struct ArrayStats {
   uint64_t data_loss = 0;           // reads no copy of which matched
   uint64_t conversions_to_raid10 = 0, conversions_to_raid5 = 0, conversion_bytes = 0;
   uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
+  uint64_t packed_blocks = 0;       // blocks compressed here for the drives (set_row_codec)
   bool degraded = false;            // some device failed or rebuilding
   bool data_at_risk = false;        // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;
@@ -143,6 +145,11 @@ class ElasticArray {
   Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
                           uint64_t tag_time);
   void set_defer_row_writes(bool on) { defer_row_writes_.store(on, std::memory_order_relaxed); }
+  // The devices are compressing drives with this codec: each full row's blocks are then
+  // compressed once, by the thread that writes the row (outside the locks), and handed to
+  // the drives as records (Backend::SubmitWritePacked) — a RAID10 row's blocks reach two
+  // drives, which would otherwise compress a copy each. Set before any I/O.
+  void set_row_codec(std::optional<CodecConfig> codec) { row_codec_ = codec; }
   // Writes every queued row (any thread's); returns once they are submitted and done.
   void WriteQueuedRows();
   // Data blocks that surely fit in an open segment (a slot is kept for a summary).
@@ -251,6 +258,9 @@ class ElasticArray {
   // `last`: a seal's (the segment keeps no row buffer).
   void DetachRowLocked(uint32_t index, bool last = false);
   void WriteRow(PendingRow& row);
+  // The records of the blocks of `base` (a row) that `writes` store; the rest unpacked.
+  std::shared_ptr<const PackedBlocks> PackRow(const CodecConfig& codec, std::span<const std::byte> base,
+                                                     const std::vector<DeviceWrite>& writes);
   // Writes the queued rows and waits for those other threads are writing, until every
   // row numbered up to `upto` is done. Needs no lock and may be called holding the array
   // lock (a row's writer never takes it).
@@ -301,6 +311,8 @@ class ElasticArray {
   // Rows written outside the lock. rows_detached_ numbers them (under mu_); the rest is
   // under rows_mu_ (taken after mu_, never before it).
   std::atomic<bool> defer_row_writes_{false};
+  std::optional<CodecConfig> row_codec_;
+  std::atomic<uint64_t> packed_blocks_{0};  // ArrayStats::packed_blocks
   uint64_t rows_detached_ = 0;
   std::mutex rows_mu_;
   std::condition_variable rows_cv_;  // a row finished

@@ -21,9 +21,11 @@ namespace eraid {
 namespace {
 constexpr const char* kManifest = "eraid.conf";
 constexpr const char* kMagicLine = "eraid-array-dir 1";
-// Each emulated drive has a 2 MiB write cache: its compression runs on its own thread,
-// in parallel with the other drives' and outside the array's and the volume's locks. The
-// drives share a compression memo, so a mirrored block is compressed once. An open erase
+// Each emulated drive has a 2 MiB write cache, stored by a thread of its own, outside
+// the array's and the volume's locks. The array compresses each row once, outside its
+// locks, and hands the drives the records (ElasticArray::set_row_codec), so the two
+// copies of a mirrored block cost one compression; the drives compress only what comes
+// without records (parity). An open erase
 // unit goes to its flash file when it fills, or at a flush, in one write: in 64 KiB
 // batches, the cache workers' synchronous waits for those writes were a quarter of the
 // server's context switches (random 4 KiB writes, flash in RAM: 0.7 switches and 28.6 µs
@@ -31,19 +33,10 @@ constexpr const char* kMagicLine = "eraid-array-dir 1";
 constexpr uint32_t kDriveWriteCacheBlocks = 512;
 void SetServingDriveOptions(DriveOptions* d) {
   d->write_cache_blocks = kDriveWriteCacheBlocks;
-  d->memo = std::make_shared<CompressionMemo>();
   d->write_batch_blocks = std::numeric_limits<uint32_t>::max();
 }
-// The volume compresses each block of a user write once, in the thread that received
-// it and before its lock, into the drives' shared memo: the drives (their cache workers,
-// under no lock of the volume's) then find both copies of a mirrored block done.
-VolumeOptions ServingVolumeOptions(VolumeOptions vo, const DriveOptions& d) {
+VolumeOptions ServingVolumeOptions(VolumeOptions vo) {
   Volumes::SetOptions(&vo);  // the LBA space named volumes take extents of
-  if (d.memo && d.codec.enabled) {
-    vo.before_write = [memo = d.memo, codec = d.codec](std::span<const std::byte> block) {
-      memo->Prime(codec, block.data());
-    };
-  }
   return vo;
 }
 // A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
@@ -324,7 +317,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
     devs.push_back(a->drives_.back().get());
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume, a->drive_options_)));
+  a->array_->set_row_codec(a->drive_options_.codec);
+  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume)));
   ERAID_RETURN_IF_ERROR(a->OpenVolumes(Volumes::DefaultTable(a->volume_->capacity_blocks())));
   std::map<std::string, std::string> kv{
       {"devices", std::to_string(o.devices)},
@@ -441,7 +435,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     devs.push_back(a->drives_.back().get());
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo, drive)));
+  a->array_->set_row_codec(drive.codec);
+  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo)));
   // An array from before named volumes has no table: its volume is the default one.
   auto table = LoadVolumes(dir);
   if (!table.ok() && table.status().code() != StatusCode::kNotFound) return table.status();

@@ -335,13 +335,11 @@ TEST(ArrayTest, CompressionRatiosFromTheDrives) {
   EXPECT_GT(info.physical_bytes, 0u);
 }
 
-// Four compressing drives sharing a compression memo, which counts every compression
-// the drives do (each goes through it).
+// Four compressing drives, whose stats count every compression they do.
 struct CompressedRig {
   std::vector<std::unique_ptr<MemBackend>> flash;
   std::vector<std::unique_ptr<CompressedDrive>> drives;
   std::vector<Backend*> devs;
-  std::shared_ptr<CompressionMemo> memo = std::make_shared<CompressionMemo>();
   std::unique_ptr<ElasticArray> array;
 
   explicit CompressedRig(uint32_t write_cache_blocks) {
@@ -349,7 +347,6 @@ struct CompressedRig {
     o.erase_unit_blocks = 16;
     o.max_flashalloc_ranges = 8;
     o.write_cache_blocks = write_cache_blocks;
-    o.memo = memo;
     for (int d = 0; d < 4; ++d) {
       flash.push_back(std::make_unique<MemBackend>(8192));
       drives.push_back(std::move(CompressedDrive::Format(*flash.back(), o)).value());
@@ -360,8 +357,62 @@ struct CompressedRig {
     ao.rows_per_slot = 8;
     array = std::move(ElasticArray::Create(devs, ao)).value();
   }
-  uint64_t compressions() const { return memo->hits() + memo->misses(); }
+  uint64_t compressions() const { return Sum(&DriveStats::compressed_blocks); }
+  uint64_t given_records() const { return Sum(&DriveStats::given_records); }
+  uint64_t Sum(uint64_t DriveStats::*field) const {
+    uint64_t n = 0;
+    for (const auto& d : drives) n += d->stats().*field;
+    return n;
+  }
 };
+
+// With the drives' codec given (set_row_codec), a full row's blocks are compressed once,
+// by the array — each data position of a segment exactly once — and both drives of a
+// RAID10 pair store those records as given. The drives compress only what comes without
+// records: RAID5 parity and the array's metadata blocks. Every block reads back, also
+// with a drive failed.
+TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  for (uint32_t cache : {0u, 32u}) {
+    SCOPED_TRACE("write cache " + std::to_string(cache));
+    CompressedRig rig(cache);
+    rig.array->set_row_codec(CodecConfig{});
+    std::mt19937_64 rng(seed);
+    std::map<std::pair<uint32_t, uint32_t>, Block> model;  // (segment, position)
+    const auto& g = rig.array->geometry();
+    for (SegmentScheme scheme : {SegmentScheme::kRaid10, SegmentScheme::kRaid5}) {
+      const uint64_t packed0 = rig.array->stats().packed_blocks, given0 = rig.given_records(),
+                     compressed0 = rig.compressions();
+      SegmentId s = rig.array->AllocateSegment(scheme).value();
+      while (rig.array->Remaining(s) > 0) {
+        Block b(kBlockSize);
+        FillBlockWithCompressibility(b, static_cast<uint32_t>(rng() % 101), rng);
+        auto pos = rig.array->Append(s, b, 0, 0);
+        ASSERT_TRUE(pos.ok());
+        model[{s.value, *pos}] = b;
+      }
+      ASSERT_TRUE(rig.array->Seal(s).ok());
+      ASSERT_TRUE(rig.array->Flush().ok());
+      const uint64_t packed = rig.array->stats().packed_blocks - packed0;
+      const uint64_t given = rig.given_records() - given0, compressed = rig.compressions() - compressed0;
+      // Every data position of the segment's rows (summaries and the padding included).
+      EXPECT_EQ(packed, g.segment_positions());
+      const uint64_t copies = scheme == SegmentScheme::kRaid10 ? 2 : 1;
+      EXPECT_EQ(given, copies * packed) << "every copy stored as the array compressed it";
+      const uint64_t parity = scheme == SegmentScheme::kRaid5 ? uint64_t{g.rows_per_slot} * g.chunk_blocks : 0;
+      EXPECT_GE(compressed, parity);
+      EXPECT_LT(compressed, parity + packed / 4) << "beyond the parity, only metadata blocks";
+    }
+    Block back(kBlockSize);
+    const uint32_t failed = static_cast<uint32_t>(rng() % 4);
+    ASSERT_TRUE(rig.array->FailDevice(failed).ok());
+    for (const auto& [at, data] : model) {
+      ASSERT_TRUE(rig.array->Read(SegmentId(at.first), at.second, back).ok()) << at.second;
+      ASSERT_EQ(back, data) << "segment " << at.first << " position " << at.second << ", device " << failed << " failed";
+    }
+  }
+}
 
 // RAID5 -> RAID10 copies each data block's record from its drive to the mirror's, as a
 // drive's copy offload would, without compressing it again; only the zero padding of a
