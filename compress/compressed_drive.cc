@@ -1042,10 +1042,16 @@ Status CompressedDrive::CollectLocked() {
 
 Status CompressedDrive::RelocateLocked(uint32_t victim) {
   if (eus_[victim].writing) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
-  std::vector<std::byte> buf(eu_bytes_);
-  const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(victim) * eu_bytes_;
-  ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf).WithContext("gc read"));
+  // Only the written part: past write_ptr a flash file may never have been written (an
+  // EU sealed part-full), and reading it made the file system allocate and zero pages
+  // that nothing needs. The buffer is kept between victims, not zeroed: every byte
+  // looked at is read first.
   const uint32_t end = eus_[victim].write_ptr;
+  const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(victim) * eu_bytes_;
+  const uint64_t read_bytes = std::min<uint64_t>(eu_bytes_, BlocksToBytes(BytesToBlocks(uint64_t{end} + kBlockSize - 1)));
+  if (!gc_buf_) gc_buf_ = std::make_unique_for_overwrite<std::byte[]>(eu_bytes_);
+  const std::span<std::byte> buf(gc_buf_.get(), read_bytes);
+  ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf).WithContext("gc read"));
   for (uint32_t off = kRecordHeaderBytes; off + kRecordHeaderBytes <= end;) {
     auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);
     if (!h.ok()) break;

@@ -232,6 +232,7 @@ class CompressedDrive final : public Backend {
   const DriveOptions options_;
   const uint32_t eu_blocks_;
   const uint64_t eu_bytes_;
+  std::unique_ptr<std::byte[]> gc_buf_;  // RelocateLocked's read of a victim (under mu_)
   const uint64_t logical_blocks_;
   const uint32_t num_eus_;
   const uint64_t data_start_block_;
