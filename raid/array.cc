@@ -45,6 +45,7 @@ struct ElasticArray::Segment {
   std::vector<uint32_t> crc;   // per written position
   std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
   std::vector<bool> is_summary;
+  uint32_t summaries = 0;  // true entries of is_summary (stats() asks every segment)
   // Open segments only.
   AlignedBuffer row_buf;  // the current row; zero beyond the frontier
   uint32_t row = 0;                // which row row_buf holds
@@ -68,6 +69,7 @@ struct ElasticArray::Segment {
     crc.clear();
     tags.clear();
     is_summary.clear();
+    summaries = 0;
     row_buf.clear();
     row = row_synced = 0;
     batch_pos = kNoBatch;
@@ -665,6 +667,7 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
     seg.crc.push_back(Crc32c(block));
     seg.tags.emplace_back(0, 0);
     seg.is_summary.push_back(true);
+    ++seg.summaries;
     for (const SummaryEntry& e : summary.entries) {
       seg.crc.push_back(e.crc);
       seg.tags.emplace_back(e.tag_lba, e.tag_time);
@@ -834,6 +837,7 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
     seg.crc.push_back(0);
     seg.tags.emplace_back(0, 0);
     seg.is_summary.push_back(true);
+    ++seg.summaries;
     if (row_full()) DetachRowLocked(s.value);  // the summary took the row's last slot
   }
   const uint32_t pos = seg.frontier++;
@@ -1632,7 +1636,7 @@ ArrayStats ElasticArray::stats() const {
       case SegmentScheme::kRaid5: ++(seg->open ? s.open_segments : s.raid5_segments); break;
       case SegmentScheme::kRaid10: ++(seg->open ? s.open_segments : s.raid10_segments); break;
     }
-    uint64_t data = std::count(seg->is_summary.begin(), seg->is_summary.end(), false);
+    const uint64_t data = seg->is_summary.size() - seg->summaries;
     s.user_blocks += data;
     if (seg->entry.scheme == SegmentScheme::kRaid10) s.raid10_user_blocks += data;
   }
