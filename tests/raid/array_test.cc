@@ -461,11 +461,13 @@ TEST(ArrayTest, ConversionToRaid10CopiesRecordsWithoutCompressing) {
 // Conversions run beside user reads and writes (a block or a chunk at a time under the
 // array lock shared): while one thread converts sealed segments back and forth, another
 // reads them and a third appends to open segments and flushes; every read returns the
-// model's bytes. (Run under TSan in the sanitizer suite.)
+// model's bytes. The rows go down packed (set_row_codec), so the drives' caches hold
+// records shared between threads. (Run under TSan in the sanitizer suite.)
 TEST(ArrayTest, ConversionsRunBesideReadsAndWrites) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   CompressedRig rig(32);
+  rig.array->set_row_codec(CodecConfig{});  // rows handed down as records, as served
   std::mt19937_64 rng(seed);
   std::vector<std::pair<uint32_t, Block>> sealed;  // (position, data) of segment 0 and 1
   std::vector<SegmentId> segs;
