@@ -68,9 +68,9 @@ class Backend {
   virtual void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) = 0;
   virtual void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) = 0;
   // SubmitWrite(lba, buf), with the blocks also compressed already: block i of `buf` is
-  // block `first + i` of `packed` (where its size is not {kRaw, 0}). A compressing drive
-  // with the same codec stores those records as they are; every other device writes
-  // `buf`, which is what the default does.
+  // block `first + i` of `packed`. A compressing drive with the same codec stores those
+  // records as they are (if every block of the write is packed: none is {kRaw, 0});
+  // every other device writes `buf`, which is what the default does.
   virtual void SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
                                  std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
     (void)packed, (void)first;

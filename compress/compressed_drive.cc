@@ -183,7 +183,12 @@ void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCal
 void CompressedDrive::SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
                                         std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
   const uint64_t n = BytesToBlocks(buf.size());
-  if (!packed || !packed->Matches(options_.codec) || first + n > packed->sizes.size()) {
+  bool usable = packed && packed->Matches(options_.codec) && first + n <= packed->sizes.size();
+  for (uint64_t i = 0; usable && i < n; ++i) {  // every block packed ({kRaw, 0}: not)
+    const Compressed c = packed->sizes[first + i];
+    usable = c.size_bytes > 0 && c.size_bytes <= kMaxCompressedBlockBytes && (c.codec != Codec::kRaw || c.size_bytes == kBlockSize);
+  }
+  if (!usable) {
     SubmitWrite(lba, buf, std::move(done));
     return;
   }

@@ -232,7 +232,8 @@ Status WritePacked(Backend& d, uint64_t lba, const Block& data, std::shared_ptr<
 // drive compresses nothing, stores exactly the bytes a drive compressing them itself
 // would (the same live bytes as a twin written plainly), and reads them back — from its
 // write cache before they are stored, from flash after, and after a reopen. Records
-// made under other codec settings are not taken: the drive compresses the data.
+// made under other codec settings, or a write with a block left unpacked, are not
+// taken: the drive compresses the data.
 TEST(DriveTest, PackedWritesStoreTheHostsRecordsAsTheyAre) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
@@ -280,8 +281,16 @@ TEST(DriveTest, PackedWritesStoreTheHostsRecordsAsTheyAre) {
     other->sizes[0] = CompressBlock(level1, data.data(), other->payload(0));
     ASSERT_TRUE(WritePacked(packed.drive(), 600, data, other, 0).ok());
     packed.Track(600, data);
+    // A block of the write left unpacked ({kRaw, 0}): the drive encodes the write itself.
+    Block two = MakeBlock(50, rng), second = MakeBlock(30, rng);
+    two.insert(two.end(), second.begin(), second.end());
+    auto half = std::make_shared<PackedBlocks>(o.codec, 2);
+    half->sizes[0] = CompressBlock(o.codec, two.data(), half->payload(0));
+    ASSERT_TRUE(WritePacked(packed.drive(), 610, two, half, 0).ok());
+    packed.Track(610, Block(two.begin(), two.begin() + kBlockSize));
+    packed.Track(611, second);
     ASSERT_TRUE(packed.drive().Flush().ok());
-    EXPECT_EQ(packed.drive().stats().compressed_blocks, 1u);
+    EXPECT_EQ(packed.drive().stats().compressed_blocks, 3u);
     packed.VerifyAll();
     packed.Reopen(o);
     packed.VerifyAll();
