@@ -78,7 +78,7 @@ Volume::~Volume() {
   gc_flush_cv_.notify_all();
   if (gc_flusher_.joinable()) gc_flusher_.join();
   array_.set_defer_row_writes(false);
-  array_.WriteQueuedRows();
+  array_.WriteQueuedRowsNow();
 }
 
 void Volume::GcFlusher() {

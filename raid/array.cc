@@ -317,7 +317,18 @@ ElasticArray::ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g
   for (auto& s : segments_) s = std::make_unique<Segment>();
 }
 
-ElasticArray::~ElasticArray() { DrainRows(); }
+ElasticArray::~ElasticArray() {
+  if (row_writer_.joinable()) {
+    {
+      std::lock_guard lock(rows_mu_);
+      row_writer_stop_ = true;
+    }
+    rows_work_cv_.notify_all();
+    row_writer_.join();
+    row_writer_on_.store(false, std::memory_order_relaxed);
+  }
+  DrainRows();
+}
 
 Result<std::unique_ptr<ElasticArray>> ElasticArray::Create(std::vector<Backend*> devices,
                                                            const ArrayOptions& options,
@@ -918,11 +929,42 @@ std::shared_ptr<const PackedBlocks> ElasticArray::PackRow(const CodecConfig& cod
 
 void ElasticArray::WriteQueuedRows() {
   // Most writes fill no row: they pass without taking rows_mu_.
+  const size_t queued = rows_queued_.load(std::memory_order_acquire);
+  if (queued == 0) return;
+  if (row_writer_on_.load(std::memory_order_relaxed) && queued <= kRowWriterBacklog) {
+    // The row was queued under rows_mu_ and the writer tests the queue under it before
+    // it sleeps, so this wake-up cannot be lost.
+    rows_work_cv_.notify_one();
+    return;
+  }
+  WriteRowsHere();
+}
+
+void ElasticArray::StartRowWriter() {
+  std::lock_guard lock(rows_mu_);
+  if (row_writer_.joinable()) return;
+  row_writer_ = std::thread([this] { RowWriterLoop(); });
+  row_writer_on_.store(true, std::memory_order_relaxed);
+}
+
+void ElasticArray::RowWriterLoop() {
+  for (;;) {
+    {
+      std::unique_lock lock(rows_mu_);
+      rows_work_cv_.wait(lock, [&] { return row_writer_stop_ || !queued_rows_.empty(); });
+      if (row_writer_stop_) return;  // the destructor writes what is left
+    }
+    row_writer_rows_.fetch_add(WriteRowsHere(), std::memory_order_relaxed);
+  }
+}
+
+size_t ElasticArray::WriteRowsHere() {
+  size_t written = 0;
   while (rows_queued_.load(std::memory_order_acquire) > 0) {
     std::shared_ptr<PendingRow> row;
     {
       std::lock_guard lock(rows_mu_);
-      if (queued_rows_.empty()) return;
+      if (queued_rows_.empty()) return written;
       row = std::move(queued_rows_.front());
       queued_rows_.pop_front();
       rows_queued_.fetch_sub(1, std::memory_order_relaxed);
@@ -936,11 +978,13 @@ void ElasticArray::WriteQueuedRows() {
       rows_to_apply_.store(true, std::memory_order_release);
     }
     rows_cv_.notify_all();
+    ++written;
   }
+  return written;
 }
 
 void ElasticArray::DrainRows(uint64_t upto) {
-  WriteQueuedRows();
+  (void)WriteRowsHere();
   std::unique_lock lock(rows_mu_);
   rows_cv_.wait(lock, [&] { return rows_unfinished_.empty() || *rows_unfinished_.begin() > upto; });
 }
@@ -1627,6 +1671,7 @@ ArrayStats ElasticArray::stats() const {
   ArrayStats s = stats_;
   for (uint32_t d = 0; d < s.devices.size(); ++d) s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
+  s.row_writer_rows = row_writer_rows_.load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
   s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;
   s.user_blocks = s.raid10_user_blocks = 0;

@@ -39,6 +39,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <thread>
 
 #include "common/rw_mutex.h"
 #include <vector>
@@ -79,6 +80,7 @@ struct ArrayStats {
   uint64_t conversions_to_raid10 = 0, conversions_to_raid5 = 0, conversion_bytes = 0;
   uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
   uint64_t packed_blocks = 0;       // blocks compressed here for the drives (set_row_codec)
+  uint64_t row_writer_rows = 0;     // full rows written by the row writer (StartRowWriter)
   bool degraded = false;            // some device failed or rebuilding
   bool data_at_risk = false;        // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;
@@ -150,8 +152,21 @@ class ElasticArray {
   // the drives as records (Backend::SubmitWritePacked) — a RAID10 row's blocks reach two
   // drives, which would otherwise compress a copy each. Set before any I/O.
   void set_row_codec(std::optional<CodecConfig> codec) { row_codec_ = codec; }
-  // Writes every queued row (any thread's); returns once they are submitted and done.
+  // Writes every queued row (any thread's); returns once they are submitted and done —
+  // unless the row writer runs (StartRowWriter) and at most kRowWriterBacklog rows are
+  // queued: then it hands them to that thread and returns at once.
   void WriteQueuedRows();
+  // Every row queued so far written and done on return, by whichever thread (callers that
+  // read the drives' counters next, or are about to let the array go).
+  void WriteQueuedRowsNow() { DrainRows(); }
+  // Starts a thread of the array's own that writes the rows Append queues: a user write
+  // that fills a row then returns without compressing and writing it (48 blocks at once,
+  // ~0.2 ms), and the drives' appends run on one thread rather than on every writer's.
+  // A backlog of more than kRowWriterBacklog rows is written by the writers themselves,
+  // so the queue (and the memory of its row buffers) stays bounded. Stopped by the
+  // destructor, which writes what is left.
+  void StartRowWriter();
+  static constexpr size_t kRowWriterBacklog = 4;
   // Data blocks that surely fit in an open segment (a slot is kept for a summary).
   uint32_t Remaining(SegmentId s) const;
   // Seal: no flush of its own; the seal record is written after the next flush (which
@@ -258,6 +273,9 @@ class ElasticArray {
   // `last`: a seal's (the segment keeps no row buffer).
   void DetachRowLocked(uint32_t index, bool last = false);
   void WriteRow(PendingRow& row);
+  // Writes queued rows in this thread until none is queued; returns how many it wrote.
+  size_t WriteRowsHere();
+  void RowWriterLoop();
   // The records of the blocks of `base` (a row) that `writes` store; the rest unpacked.
   std::shared_ptr<const PackedBlocks> PackRow(const CodecConfig& codec, std::span<const std::byte> base,
                                                      const std::vector<DeviceWrite>& writes);
@@ -321,6 +339,12 @@ class ElasticArray {
   std::set<uint64_t> rows_unfinished_;                     // detached, writes not all done
   std::vector<std::shared_ptr<PendingRow>> rows_finished_;  // done, not yet applied
   std::atomic<bool> rows_to_apply_{false};
+  // The row writer (StartRowWriter), under rows_mu_ but for the flag read without it.
+  std::condition_variable rows_work_cv_;  // a row queued, or stop
+  std::atomic<bool> row_writer_on_{false};
+  std::atomic<uint64_t> row_writer_rows_{0};  // ArrayStats::row_writer_rows
+  bool row_writer_stop_ = false;
+  std::thread row_writer_;
 };
 
 }  // namespace eraid

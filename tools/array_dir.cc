@@ -21,18 +21,16 @@ namespace eraid {
 namespace {
 constexpr const char* kManifest = "eraid.conf";
 constexpr const char* kMagicLine = "eraid-array-dir 1";
-// Each emulated drive has a 2 MiB write cache, stored by a thread of its own, outside
-// the array's and the volume's locks. The array compresses each row once, outside its
-// locks, and hands the drives the records (ElasticArray::set_row_codec), so the two
-// copies of a mirrored block cost one compression; the drives compress only what comes
-// without records (parity). An open erase
-// unit goes to its flash file when it fills, or at a flush, in one write: in 64 KiB
-// batches, the cache workers' synchronous waits for those writes were a quarter of the
-// server's context switches (random 4 KiB writes, flash in RAM: 0.7 switches and 28.6 µs
-// of server CPU per write, against 0.54 and 27.3 µs).
-constexpr uint32_t kDriveWriteCacheBlocks = 512;
+// The array compresses each full row once, outside its locks, and hands the drives the
+// records (ElasticArray::set_row_codec), so the two copies of a mirrored block cost one
+// compression; the drives compress only what comes without records (parity). The rows
+// are written by the array's row writer (ElasticArray::StartRowWriter), which so does
+// the drives' appends too: the drives keep no write cache of their own, whose worker
+// threads were a wake-up per row and drive (0.55 context switches per random write
+// against 0.35 without, docs/block-device.md). An open erase unit goes to its flash file
+// when it fills, or at a flush, in one write.
 void SetServingDriveOptions(DriveOptions* d) {
-  d->write_cache_blocks = kDriveWriteCacheBlocks;
+  d->write_cache_blocks = 0;
   d->write_batch_blocks = std::numeric_limits<uint32_t>::max();
 }
 VolumeOptions ServingVolumeOptions(VolumeOptions vo) {
@@ -318,6 +316,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
   a->array_->set_row_codec(a->drive_options_.codec);
+  a->array_->StartRowWriter();
   ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume)));
   ERAID_RETURN_IF_ERROR(a->OpenVolumes(Volumes::DefaultTable(a->volume_->capacity_blocks())));
   std::map<std::string, std::string> kv{
@@ -436,6 +435,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
   a->array_->set_row_codec(drive.codec);
+  a->array_->StartRowWriter();
   ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo)));
   // An array from before named volumes has no table: its volume is the default one.
   auto table = LoadVolumes(dir);

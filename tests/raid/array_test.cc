@@ -414,6 +414,69 @@ TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
   }
 }
 
+// The row writer (StartRowWriter), as served: writers append with row writes deferred and
+// call WriteQueuedRows() after each append, as the volume does after its lock; the array's
+// thread writes the rows. Each writer reads back what it appended at once (from the row
+// buffer, a row in flight, or the drives), flushes and seals; afterwards every block
+// reads back, with a drive failed too, and after the array is closed and reopened.
+TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  for (SegmentScheme scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    SCOPED_TRACE(scheme == SegmentScheme::kRaid5 ? "RAID5" : "RAID10");
+    CompressedRig rig(0);
+    rig.array->set_row_codec(CodecConfig{});
+    rig.array->set_defer_row_writes(true);
+    rig.array->StartRowWriter();
+    constexpr int kWriters = 3;
+    std::vector<std::map<std::pair<uint32_t, uint32_t>, Block>> models(kWriters);
+    std::atomic<uint64_t> bad{0};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kWriters; ++t) {
+      writers.emplace_back([&, t] {
+        std::mt19937_64 r(seed + static_cast<uint64_t>(t));
+        Block block(kBlockSize), back(kBlockSize);
+        for (int segments = 0; segments < 6; ++segments) {
+          auto s = rig.array->AllocateSegment(scheme);
+          if (!s.ok()) { ++bad; return; }
+          while (rig.array->Remaining(*s) > 0) {
+            FillBlockWithCompressibility(block, static_cast<uint32_t>(r() % 101), r);
+            auto pos = rig.array->Append(*s, block, 0, 0);
+            rig.array->WriteQueuedRows();
+            if (!pos.ok() || !rig.array->Read(*s, *pos, back).ok() || back != block) { ++bad; continue; }
+            models[t][{s->value, *pos}] = block;
+            if (r() % 64 == 0 && !rig.array->Flush().ok()) ++bad;
+          }
+          if (!rig.array->Seal(*s).ok()) ++bad;
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    ASSERT_EQ(bad.load(), 0u);
+    ASSERT_TRUE(rig.array->Flush().ok());
+    EXPECT_GT(rig.array->stats().row_writer_rows, 0u) << "the row writer wrote none of the rows";
+    auto verify = [&](const std::string& when) {
+      Block back(kBlockSize);
+      for (const auto& model : models) {
+        for (const auto& [at, data] : model) {
+          ASSERT_TRUE(rig.array->Read(SegmentId(at.first), at.second, back).ok()) << when;
+          ASSERT_EQ(back, data) << when << ": segment " << at.first << " position " << at.second;
+        }
+      }
+    };
+    verify("after the writers");
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->crc_mismatches + scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
+    rig.array.reset();  // stops the row writer
+    rig.array = std::move(ElasticArray::Open(rig.devs)).value();
+    verify("reopened");
+    const auto failed = static_cast<uint32_t>(seed % 4);
+    ASSERT_TRUE(rig.array->FailDevice(failed).ok());
+    verify("device " + std::to_string(failed) + " failed");
+  }
+}
+
 // RAID5 -> RAID10 copies each data block's record from its drive to the mirror's, as a
 // drive's copy offload would, without compressing it again; only the zero padding of a
 // last partial row is compressed. RAID10 -> RAID5 computes parity, which is compressed.
