@@ -24,9 +24,9 @@ constexpr const char* kMagicLine = "eraid-array-dir 1";
 // The array compresses each full row once, outside its locks, and hands the drives the
 // records (ElasticArray::set_row_codec), so the two copies of a mirrored block cost one
 // compression; the drives compress only what comes without records (parity). The rows
-// are written by the array's row writer (ElasticArray::StartRowWriter), which so does
-// the drives' appends too: the drives keep no write cache of their own, whose worker
-// threads were a wake-up per row and drive (0.55 context switches per random write
+// are written by the array's row writer (ElasticArray::StartRowWriter), which thereby
+// does the drives' appends too: the drives keep no write cache of their own, whose worker
+// threads cost a wake-up per row and drive (0.55 context switches per random write
 // against 0.35 without, docs/block-device.md). An open erase unit goes to its flash file
 // when it fills, or at a flush, in one write.
 void SetServingDriveOptions(DriveOptions* d) {
