@@ -48,6 +48,7 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
       store_(store),
       has_data_(store.has_data()),
       counting_(dynamic_cast<const CountingStore*>(&store)),
+      replay_(counting_ != nullptr && options.extent_shift == 0),
       open_(placement.classes()) {
   stats_.user_per_class.assign(placement.classes(), 0);
   stats_.gc_per_class.assign(placement.classes(), 0);
@@ -143,6 +144,17 @@ Status LogEngine::SealRequested() {
   return status;
 }
 
+// Replay's Invalidate: on a counting store no LBA is ever trimmed by a record (a trim only
+// invalidates) and no store is told.
+[[gnu::always_inline]] inline void LogEngine::InvalidateMapped(uint64_t lba) {
+  if (lba >= map_.size() || map_[lba] == 0) return;
+  Segment& seg = *segments_[IndexOf(map_[lba])];
+  ++seg.n_invalid;
+  if (seg.sealed) ++n_invalid_sealed_;
+  map_[lba] = 0;
+  --stats_.valid_blocks;
+}
+
 void LogEngine::Invalidate(uint64_t lba) {
   if (lba >= map_.size() || map_[lba] == 0) return;
   if (map_[lba] & kTrimmed) {
@@ -207,23 +219,39 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
   return SealIfFull(IndexOf(entry));
 }
 
+// A request's blocks, one by one. kReplay (a counting store, no extents: eraid-sim) is
+// the same steps without what such a store cannot have: data, copies, trim records.
+template <bool kReplay>
+Status LogEngine::WriteBlocks(uint64_t lba, uint32_t blocks, std::span<const std::byte> data) {
+  for (uint32_t i = 0; i < blocks; ++i) {
+    ++now_;
+    if constexpr (kReplay) {
+      InvalidateMapped(lba + i);
+    } else {
+      Invalidate(lba + i);
+    }
+    const uint32_t cls = placement_.UserWrite(lba + i, Context());
+    if (!placement_.seal_requests().empty()) ERAID_RETURN_IF_ERROR(SealRequested());
+    ++stats_.user_blocks;
+    ++stats_.user_per_class[cls];
+    if constexpr (kReplay) {
+      ERAID_RETURN_IF_ERROR(AppendReplayed(cls, {lba + i, now_}));
+    } else {
+      if (ExtentCounters* e = ExtentOf(lba + i)) ++e->user_blocks;
+      ERAID_RETURN_IF_ERROR(AppendBlock(cls, lba + i, now_,
+                                        data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
+    }
+  }
+  return Status::Ok();
+}
+
 Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data) {
   if (has_data_ && data.size() != BlocksToBytes(blocks)) {
     return Status::InvalidArgument("write data does not match its block count");
   }
   timestamp_us_ = timestamp_us;
   placement_.OnRequest(lba, blocks, Context());
-  for (uint32_t i = 0; i < blocks; ++i) {
-    ++now_;
-    Invalidate(lba + i);
-    const uint32_t cls = placement_.UserWrite(lba + i, Context());
-    if (!placement_.seal_requests().empty()) ERAID_RETURN_IF_ERROR(SealRequested());
-    ++stats_.user_blocks;
-    if (ExtentCounters* e = ExtentOf(lba + i)) ++e->user_blocks;
-    ++stats_.user_per_class[cls];
-    ERAID_RETURN_IF_ERROR(AppendBlock(cls, lba + i, now_,
-                                      data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
-  }
+  ERAID_RETURN_IF_ERROR(replay_ ? WriteBlocks<true>(lba, blocks, data) : WriteBlocks<false>(lba, blocks, data));
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
   if (options_.gc_free_segments > 0) {
     // Free-space mode (the live volume). With gc_step_blocks, GC copies a bounded number
@@ -254,6 +282,20 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
     return CollectGarbage(options_.gp_threshold);
   }
   return Status::Ok();
+}
+
+// Replay's AppendBlock: the slot goes to the class's open segment and the map, nothing
+// to a store; a full segment is sealed.
+[[gnu::always_inline]] inline Status LogEngine::AppendReplayed(uint32_t cls, Slot slot) {
+  if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
+  const uint32_t index = open_[cls];
+  Segment& seg = *segments_[index];
+  Grow(slot.lba + 1);
+  map_[slot.lba] = Pack(index, static_cast<uint32_t>(seg.slots.size()));
+  seg.slots.push_back(slot);
+  seg.modified_us = timestamp_us_;
+  ++stats_.valid_blocks;
+  return seg.slots.size() < counting_->segment_blocks() ? Status::Ok() : SealSegment(seg.cls);
 }
 
 Status LogEngine::Trim(uint64_t lba, uint64_t blocks) {
@@ -490,6 +532,34 @@ void LogEngine::StartVictim(uint32_t index) {
   return Status::Ok();
 }
 
+// Replay's copy of a whole victim (CopySlot for each slot, count_invalid false): every
+// slot is a data block, its LBA inside the map (it was mapped when appended), and with
+// kByAge the class comes from the bands, not a call per block.
+template <bool kByAge>
+Status LogEngine::CopyReplayed(uint32_t index, const GcAgeBands& bands) {
+  const Segment& victim = *segments_[index];
+  const Slot* const slots = victim.slots.data();
+  const auto n = static_cast<uint32_t>(victim.slots.size());
+  const uint64_t* const map = map_.data();  // GC never grows the map
+  for (uint32_t slot = 0; slot < n; ++slot) {
+    if (slot + kGcPrefetch < n) __builtin_prefetch(&map[slots[slot + kGcPrefetch].lba]);
+    const Slot s = slots[slot];
+    if (map[s.lba] != Pack(index, slot)) continue;  // garbage
+    uint32_t cls;
+    if constexpr (kByAge) {
+      cls = bands.ClassOf(now_ - s.user_time);
+    } else {
+      cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
+    }
+    ++stats_.gc_blocks;
+    ++stats_.gc_per_class[cls];
+    --stats_.valid_blocks;  // AppendReplayed counts it again
+    ERAID_RETURN_IF_ERROR(AppendReplayed(cls, s));
+    ++n_blocks_;
+  }
+  return Status::Ok();
+}
+
 Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
   Segment& victim = *segments_[index];
   const Slot s = victim.slots[slot];
@@ -555,6 +625,12 @@ Status LogEngine::CollectGarbage(double min_gp) {
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = gc_candidates_[v].index;
     StartVictim(index);
+    if (replay_) {
+      GcAgeBands bands;
+      const bool by_age = placement_.GcBandsFor(segments_[index]->cls, Context(), &bands);
+      ERAID_RETURN_IF_ERROR(by_age ? CopyReplayed<true>(index, bands) : CopyReplayed<false>(index, bands));
+      continue;
+    }
     const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
     bool copied = false;
     for (uint32_t slot = 0; slot < slots; ++slot) {

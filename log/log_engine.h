@@ -186,7 +186,13 @@ class LogEngine {
     uint64_t user_time;
   };
 
+  template <bool kReplay>
+  Status WriteBlocks(uint64_t lba, uint32_t blocks, std::span<const std::byte> data);
   Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data);
+  Status AppendReplayed(uint32_t cls, Slot slot);
+  void InvalidateMapped(uint64_t lba);
+  template <bool kByAge>
+  Status CopyReplayed(uint32_t index, const GcAgeBands& bands);
   // Appends a slot (a block, or a trim record's zero block) to the class's open segment;
   // returns its map entry. The caller maps it, then calls SealIfFull.
   Result<uint64_t> AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time, std::span<const std::byte> data);
@@ -234,6 +240,9 @@ class LogEngine {
   SegmentStore& store_;
   const bool has_data_;  // the store's, asked once: it is on every block's path
   const CountingStore* const counting_;  // the store, if it is one (its per-block calls are skipped)
+  // A counting store without extent counters (eraid-sim): blocks take the replay paths
+  // (WriteBlocks<true>, CopyReplayed), which leave out data, copies and trim records.
+  const bool replay_;
   std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;

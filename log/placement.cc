@@ -9,7 +9,6 @@ namespace eraid {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::max();
-constexpr int64_t kAbsent = -1;
 
 // A per-LBA array that grows on demand (traces give no volume size up front).
 template <typename T>
@@ -37,6 +36,10 @@ class NoSep final : public Placement {
   uint32_t classes() const override { return 1; }
   uint32_t UserWrite(uint64_t, const PlacementContext&) override { return 0; }
   uint32_t GcWrite(uint64_t, uint64_t, uint32_t, const PlacementContext&) override { return 0; }
+  bool GcBandsFor(uint32_t, const PlacementContext&, GcAgeBands* out) const override {
+    *out = {1, {UINT64_MAX}, {0}};
+    return true;
+  }
 };
 
 class SepGC final : public Placement {
@@ -45,6 +48,10 @@ class SepGC final : public Placement {
   uint32_t classes() const override { return 2; }
   uint32_t UserWrite(uint64_t, const PlacementContext&) override { return 0; }
   uint32_t GcWrite(uint64_t, uint64_t, uint32_t, const PlacementContext&) override { return 1; }
+  bool GcBandsFor(uint32_t, const PlacementContext&, GcAgeBands* out) const override {
+    *out = {1, {UINT64_MAX}, {1}};
+    return true;
+  }
 };
 
 class SepBIT final : public Placement {
@@ -52,35 +59,45 @@ class SepBIT final : public Placement {
   const char* name() const override { return "sepbit"; }
   uint32_t classes() const override { return 6; }
 
+  // The FIFO holds the last fifo_size() user writes, a contiguous run of user times, so
+  // an LBA has an entry in it exactly when its last write is among them: the class needs
+  // only each LBA's last write time (never cleared) and the FIFO's length, and the FIFO's
+  // LBAs are kept for counting its unique LBAs (the paper's memory figure). l is a real
+  // number; against whole numbers of writes, x < l is x < ceil(l) and x > l is x > floor(l).
   uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) override {
     // Class 1 if the block this write invalidates was written within the last
     // min(l, |FIFO|) user writes, i.e. lived shorter than l.
-    const int64_t pos = position_.get(lba);
-    const double window = std::min(threshold_, static_cast<double>(fifo_size()));
-    const uint32_t cls = (pos != kAbsent && static_cast<double>(ctx.now - static_cast<uint64_t>(pos)) < window) ? 0 : 1;
-    if (pos == kAbsent) ++unique_;
-    position_.at(lba) = static_cast<int64_t>(ctx.now);
-    Push(lba);
+    const uint64_t size = fifo_size();
+    const uint64_t last = last_write_.get(lba);  // 0: never written
+    const uint64_t age = ctx.now - last;
+    const bool in_fifo = last != 0 && age <= size;
+    const uint32_t cls = in_fifo && age < std::min(l_ceil_, size) ? 0 : 1;
+    unique_ += !in_fifo;
+    last_write_.at(lba) = ctx.now;
+    fifo_.push_back(lba);
     // Keep the FIFO no longer than min(valid blocks, l): one out per write, two while
     // shrinking after l dropped.
-    if (static_cast<double>(fifo_size()) > std::min(static_cast<double>(ctx.valid_blocks), threshold_)) {
+    if (size + 1 > ctx.valid_blocks || size + 1 > l_floor_) {
       PopFront(ctx.now);
-      if (static_cast<double>(fifo_size()) > threshold_) PopFront(ctx.now);
+      if (fifo_size() > l_floor_) PopFront(ctx.now);
     }
-    peak_unique_ = std::max(peak_unique_, unique_);
+    peak_unique_ = std::max(peak_unique_, unique_);  // as the FIFO stands after the write
     return cls;
   }
 
   uint32_t GcWrite(uint64_t, uint64_t user_time, uint32_t from_class, const PlacementContext& ctx) override {
-    if (from_class == 0) return 2;
-    const double age = static_cast<double>(ctx.now - user_time);
-    uint32_t cls = 3;
-    double bound = threshold_ * 4;
-    while (age >= bound && cls < 5) {
-      bound *= 4;
-      ++cls;
+    GcAgeBands bands;
+    GcBandsFor(from_class, ctx, &bands);
+    return bands.ClassOf(ctx.now - user_time);
+  }
+  // From class 1: class 3; others by age [0, 4l), [4l, 16l), [16l, inf): classes 4-6.
+  bool GcBandsFor(uint32_t from_class, const PlacementContext&, GcAgeBands* out) const override {
+    if (from_class == 0) {
+      *out = {1, {UINT64_MAX}, {2}};
+    } else {
+      *out = {3, {Ceil(threshold_ * 4), Ceil(threshold_ * 16), UINT64_MAX}, {3, 4, 5}};
     }
-    return cls;
+    return true;
   }
 
   void SegmentCollected(uint32_t cls, uint64_t created, const PlacementContext& ctx) override {
@@ -88,6 +105,8 @@ class SepBIT final : public Placement {
     lifespan_total_ += static_cast<double>(ctx.now - created);
     if (++collected_ == kSegmentsPerUpdate) {
       threshold_ = lifespan_total_ / kSegmentsPerUpdate;
+      l_floor_ = Floor(threshold_);
+      l_ceil_ = Ceil(threshold_);
       collected_ = 0;
       lifespan_total_ = 0;
     }
@@ -97,36 +116,36 @@ class SepBIT final : public Placement {
     return {threshold_ == kInfinity ? 0 : threshold_, unique_, peak_unique_, fifo_size()};
   }
   void Prefetch(uint64_t lba) const override {
-    position_.Prefetch(lba);
-    // The FIFO's head leaves a few writes from now, and its LBA's position is looked up.
-    if (head_ + kHeadAhead < fifo_.size()) position_.Prefetch(fifo_[head_ + kHeadAhead]);
+    last_write_.Prefetch(lba);
+    // The FIFO's head leaves a few writes from now, and its LBA's last write is looked up.
+    if (head_ + kHeadAhead < fifo_.size()) last_write_.Prefetch(fifo_[head_ + kHeadAhead]);
   }
 
  private:
   static constexpr int kSegmentsPerUpdate = 16;
   static constexpr size_t kHeadAhead = 16;
+  // Whole-number bounds of a non-negative real (saturating: infinity never reached).
+  static uint64_t Floor(double x) { return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(x); }
+  static uint64_t Ceil(double x) { return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(std::ceil(x)); }
   uint64_t fifo_size() const { return fifo_.size() - head_; }
-  void Push(uint64_t lba) { fifo_.push_back(lba); }
   void PopFront(uint64_t now) {
-    // The head entry was written at user time now - size + 1.
-    const auto written = static_cast<int64_t>(now - fifo_size() + 1);
-    const uint64_t lba = fifo_[head_++];
-    if (position_.get(lba) == written) {
-      position_.at(lba) = kAbsent;
-      --unique_;
-    }
+    // The head entry was written at user time now - size + 1; its LBA leaves the FIFO if
+    // that was its last write.
+    const uint64_t written = now - fifo_size() + 1;
+    if (last_write_.get(fifo_[head_++]) == written) --unique_;
     if (head_ > 4096 && head_ * 2 > fifo_.size()) {  // compact the ring
       fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
       head_ = 0;
     }
   }
 
-  double threshold_ = kInfinity;
+  double threshold_ = kInfinity;  // l
+  uint64_t l_floor_ = UINT64_MAX, l_ceil_ = UINT64_MAX;
   double lifespan_total_ = 0;
   int collected_ = 0;
   std::vector<uint64_t> fifo_;
   size_t head_ = 0;
-  LbaArray<int64_t> position_{kAbsent};  // LBA -> user time of its newest FIFO entry
+  LbaArray<uint64_t> last_write_{0};  // LBA -> user time of its last write (from 1)
   uint64_t unique_ = 0, peak_unique_ = 0;
 };
 

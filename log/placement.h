@@ -59,6 +59,20 @@ struct PlacementStats {
   uint64_t lba_state_bytes = 0;  // per-LBA state held, allocated (hybrid)
 };
 
+// GC classes by age: a block of age a (user writes since its user write) goes to cls[i]
+// for the first i with a < below[i], or cls[n - 1] (whose below[] is not read).
+struct GcAgeBands {
+  static constexpr uint32_t kMax = 4;
+  uint32_t n = 0;
+  uint64_t below[kMax] = {};
+  uint32_t cls[kMax] = {};
+  uint32_t ClassOf(uint64_t age) const {
+    uint32_t i = 0;
+    while (i + 1 < n && age >= below[i]) ++i;
+    return cls[i];
+  }
+};
+
 class Placement {
  public:
   virtual ~Placement() = default;
@@ -75,6 +89,12 @@ class Placement {
   // the segment it is collected from.
   virtual uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t from_class,
                            const PlacementContext& ctx) = 0;
+  // When a GC rewrite's class depends only on the victim's class and the block's age
+  // (now - user time), and not on its LBA: the classes as age bands, for the victim about
+  // to be collected (after SegmentCollected, at the same ctx.now), so the engine classifies
+  // a victim's blocks without a call per block. GcWrite must agree with it. False (the
+  // default): the engine asks GcWrite for every block.
+  virtual bool GcBandsFor(uint32_t /*from_class*/, const PlacementContext&, GcAgeBands*) const { return false; }
   // A segment of `cls`, opened at user time `created`, is being collected.
   virtual void SegmentCollected(uint32_t /*cls*/, uint64_t /*created*/, const PlacementContext&) {}
   virtual SealDecision OnSealed(uint32_t /*cls*/, const PlacementContext&) { return {}; }

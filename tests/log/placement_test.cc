@@ -4,7 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <limits>
+#include <optional>
+#include <random>
+#include <set>
+
 #include "log/log_engine.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
@@ -59,6 +66,60 @@ TEST(SepBitTest, ShortAndLongLivedUserWritesAndTheFifoBound) {
   auto q = std::move(MakePlacement("sepbit")).value();
   for (uint64_t i = 1; i <= 100; ++i) q->UserWrite(i, At(i, 10));
   EXPECT_LE(q->stats().fifo_length, 11u);
+}
+
+// SepBIT keeps only each LBA's last write time and the FIFO's length for its decisions:
+// against the paper's FIFO itself (a deque of writes, bounded by min(valid blocks, l),
+// with l a real number that changes as segments are collected), every class, the FIFO's
+// length and its unique LBAs agree, and GC classes agree with the age bands.
+TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  auto p = std::move(MakePlacement("sepbit")).value();
+  std::deque<std::pair<uint64_t, uint64_t>> fifo;  // (lba, user time), oldest first
+  double l = std::numeric_limits<double>::max();
+  for (uint64_t now = 1; now <= 60000; ++now) {
+    if (now % 1500 == 0) {  // sixteen class-1 collections: l = their mean lifespan, often fractional
+      double total = 0;
+      for (int i = 0; i < 16; ++i) {
+        const uint64_t created = now - 1 - rng() % 400;
+        total += double(now - created);
+        p->SegmentCollected(0, created, At(now));
+      }
+      l = total / 16;
+      ASSERT_DOUBLE_EQ(p->stats().lifespan_threshold, l);
+      GcAgeBands bands;
+      ASSERT_TRUE(p->GcBandsFor(1, At(now), &bands));
+      for (uint64_t age : {uint64_t{0}, uint64_t(l * 4) - 1, uint64_t(l * 4), uint64_t(l * 4) + 1, uint64_t(l * 16),
+                           uint64_t(l * 16) + 1, now}) {
+        const uint32_t want = double(age) < l * 4 ? 3 : double(age) < l * 16 ? 4 : 5;
+        EXPECT_EQ(bands.ClassOf(age), want) << "age " << age << ", l " << l;
+        EXPECT_EQ(p->GcWrite(7, now - age, 1, At(now)), want);
+      }
+    }
+    const uint64_t lba = rng() % 4 == 0 ? rng() % 50 : rng() % 3000;
+    const uint64_t valid = 200 + rng() % 2000;
+    // The paper's rule on the FIFO as it stands before this write.
+    std::optional<uint64_t> newest;
+    for (const auto& [f, t] : fifo) {
+      if (f == lba) newest = t;
+    }
+    const double window = std::min(l, double(fifo.size()));
+    const uint32_t want = newest && double(now - *newest) < window ? 0 : 1;
+    ASSERT_EQ(p->UserWrite(lba, At(now, valid)), want) << "write " << now;
+    fifo.emplace_back(lba, now);
+    if (double(fifo.size()) > std::min(double(valid), l)) {
+      fifo.pop_front();
+      if (double(fifo.size()) > l) fifo.pop_front();
+    }
+    ASSERT_EQ(p->stats().fifo_length, fifo.size());
+    if (now % 97 == 0) {
+      std::set<uint64_t> unique;
+      for (const auto& e : fifo) unique.insert(e.first);
+      ASSERT_EQ(p->stats().fifo_unique_lbas, unique.size()) << "write " << now;
+    }
+  }
 }
 
 // Figure 2 of the paper: with future knowledge of invalidation times and enough open
