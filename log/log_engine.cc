@@ -58,6 +58,16 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
     (void)s;  // a store that cannot open its first segments fails on first use instead
   }
   open_.resize(placement.classes());  // the extra ones stay open and empty, as in the reference
+  if (options.segment_blocks <= kScoreTableMax) {
+    const double size = options.segment_blocks;
+    score_of_count_.resize(options.segment_blocks + 1);
+    for (uint32_t c = 0; c <= options.segment_blocks; ++c) {
+      const double gp = double(c) / size;  // Reclaimable's, for a segment of that size
+      const double u = 1.0 - gp;
+      const double factor = u == 0.0 ? 0.0 : (1.0 - u) / u;
+      score_of_count_[c] = {gp, factor, factor * factor};
+    }
+  }
 }
 
 LogEngine::~LogEngine() = default;
@@ -445,7 +455,12 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   // larger than it: one with fewer reclaimable blocks than the best so far cannot win,
   // and is passed over without a division.
   const bool by_count = k == 1 && options_.selection == Selection::kGreedy;
+  const bool cost_benefit = options_.selection == Selection::kCostBenefit;
+  const bool tabled = !score_of_count_.empty();
   uint64_t best_count = 0;
+  // Cost-Benefit, one victim: a full-sized segment whose squared score falls short of the
+  // best's by more than any rounding could make up is passed over without a square root.
+  double best_sq_floor = -1;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed || i == gc_victim_) continue;
@@ -455,19 +470,28 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
     if (sized && (count == 0 || (by_count && best.index != kNoSegment && count < best_count))) {
       continue;  // nothing to reclaim, or less than the best: passed over without a division
     }
-    const double gp = Reclaimable(*seg);
+    const CountScore* tab = sized && tabled ? &score_of_count_[count] : nullptr;
+    const double gp = tab ? tab->gp : Reclaimable(*seg);
     if (gp <= 0 || gp < min_gp) continue;
     double score = gp;
-    if (options_.selection == Selection::kCostBenefit) {
+    if (cost_benefit) {
       const double u = 1.0 - gp;
-      score = u == 0.0 ? std::numeric_limits<double>::max()
-                       : (1.0 - u) / u * std::sqrt(now_us - static_cast<double>(seg->modified_us));
+      const double age = now_us - static_cast<double>(seg->modified_us);
+      if (u == 0.0) {
+        score = std::numeric_limits<double>::max();
+      } else if (tab) {
+        if (tab->factor_sq * age < best_sq_floor) continue;
+        score = tab->factor * std::sqrt(age);
+      } else {
+        score = (1.0 - u) / u * std::sqrt(age);
+      }
     }
     if (k != 1) {
       candidates.push_back({score, TieOrder(seg->id), seg->id, i});
     } else if (best.index == kNoSegment || score > best.score) {
       best = {score, kNoOrder, seg->id, i};
       best_count = sized ? count : 0;  // an oversized best: nothing is passed over
+      if (cost_benefit) best_sq_floor = score * score * (1 - 1e-9);
     } else if (score == best.score) {
       if (best.order == kNoOrder) best.order = TieOrder(best.id);
       const uint32_t order = TieOrder(seg->id);

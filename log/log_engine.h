@@ -273,6 +273,16 @@ class LogEngine {
     uint32_t index;
   };
   std::vector<GcCandidate> gc_candidates_;  // CollectGarbage's, kept to spare an allocation per GC
+  // A full-sized segment's GC figures by its reclaimable blocks c (0..segment_blocks),
+  // worked out once by the very operations RankCandidates would make for each segment at
+  // every GC: its GP, Cost-Benefit's GP/(1-GP) factor, and that factor squared (to pass
+  // over, without a square root, a segment that cannot reach the best score). Empty for
+  // segments over kScoreTableMax blocks (few segments: the scan is short anyway).
+  static constexpr uint32_t kScoreTableMax = 1u << 16;
+  struct CountScore {
+    double gp, factor, factor_sq;
+  };
+  std::vector<CountScore> score_of_count_;
   // The victim CollectStep is collecting (kNoSegment: none) and its next slot.
   uint32_t gc_victim_ = kNoSegment;
   uint32_t gc_slot_ = 0;
