@@ -347,8 +347,16 @@ size_t FileBackend::Reap(bool wait, bool kicks_too) {
     // Wait only on the completion side, never holding the submission lock: another
     // thread may have claimed an operation and still need that lock to submit it.
     // Operations leave in_flight_ only here, under cq_mu_, so if any is counted now its
-    // completion is still to come and the wait ends.
-    std::lock_guard lock(cq_mu_);
+    // completion is still to come and the wait ends. A poll that does not wait does not
+    // queue behind a thread that does (which holds cq_mu_ until the next completion, ms
+    // away on a busy disk): that thread delivers whatever completes, callbacks included.
+    std::unique_lock lock(cq_mu_, std::defer_lock);
+    if (wait) {
+      lock.lock();
+    } else if (!lock.try_lock()) {
+      for (auto& [cb, s] : finished) cb(std::move(s));
+      return finished.size();
+    }
     bool block = wait && finished.empty();
     for (;;) {
       io_uring_cqe* cqe = nullptr;
