@@ -27,7 +27,8 @@ struct CompressedDrive::Geometry {
 };
 
 struct CompressedDrive::Eu {
-  enum class State : uint8_t { kFree, kOpen, kSealed };
+  // kErasing: garbage only, taken by the eraser; recorded as used until it is free.
+  enum class State : uint8_t { kFree, kOpen, kSealed, kErasing };
   State state = State::kFree;
   uint32_t stream = 0;
   uint64_t gen = 0;           // seq of the EU-header record
@@ -56,6 +57,9 @@ Status ValidateOptions(const DriveOptions& o) {
     return Status::InvalidArgument("erase unit must be 4..16384 blocks");
   }
   if (o.gc_free_eus < 2) return Status::InvalidArgument("gc_free_eus must be at least 2");
+  if (o.background_free_eus != 0 && o.background_free_eus <= o.gc_free_eus) {
+    return Status::InvalidArgument("background_free_eus must be 0 or more than gc_free_eus");
+  }
   if (o.max_flashalloc_ranges > 1024) {
     return Status::InvalidArgument("at most 1024 FlashAlloc ranges may be open");
   }
@@ -93,6 +97,14 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
 }
 
 CompressedDrive::~CompressedDrive() {
+  if (eraser_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      eraser_stop_ = true;
+    }
+    eraser_cv_.notify_all();
+    eraser_.join();
+  }
   if (cache_worker_.joinable()) {
     {
       std::lock_guard lock(cache_mu_);
@@ -529,7 +541,7 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
                               std::span<const Compressed> sizes, uint64_t reserved, uint64_t compressed) {
   uint64_t new_bytes = 0;
   for (const Compressed& c : sizes) new_bytes += kRecordHeaderBytes + c.size_bytes;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   // However it returns, the write then no longer needs its room held: the live bytes its
   // records added are published first, and the reservation released after (CacheWrite
   // reads them lock-free in the other order, so it never sees less than is taken).
@@ -571,7 +583,7 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
   stats_.given_records += n - compressed;
   uint64_t ckpt_bytes = BlocksToBytes(2ull * ckpt_slot_blocks_);  // counts both, as a margin
   if (bytes_since_ckpt_ >= ckpt_bytes / 2 * options_.checkpoint_every) {
-    ERAID_RETURN_IF_ERROR(CheckpointLocked());
+    ERAID_RETURN_IF_ERROR(CheckpointOutsideLock(lock));
   }
   return Status::Ok();
 }
@@ -807,6 +819,11 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   if (free_eus_.empty()) return Status::NoSpace("no free erase unit for GC");
   uint32_t index = free_eus_.back();
   free_eus_.pop_back();
+  if (options_.background_free_eus > 0 && free_eus_.size() < options_.background_free_eus && !eraser_wanted_) {
+    if (!eraser_.joinable()) eraser_ = std::thread([this] { Eraser(); });
+    eraser_wanted_ = true;
+    eraser_cv_.notify_one();
+  }
   Eu& eu = eus_[index];
   eu = Eu{Eu::State::kOpen, stream, next_seq_++, 0, 0, 0};
   Stream& s = streams_[stream];
@@ -839,10 +856,18 @@ Status CompressedDrive::SealLocked(uint32_t stream) {
 Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std::byte* payload,
                                      uint64_t* loc) {
   const uint32_t len = h->record_bytes();
-  if (streams_[stream].eu < 0 ||
-      eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len > eu_bytes_) {
-    if (streams_[stream].eu >= 0) ERAID_RETURN_IF_ERROR(SealLocked(stream));
-    ERAID_RETURN_IF_ERROR(OpenEuLocked(stream));
+  auto fits = [&] {
+    return streams_[stream].eu >= 0 && eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len <= eu_bytes_;
+  };
+  if (!fits()) {
+    // Opening an EU may collect garbage here, which must see the eraser's EUs back and
+    // no checkpoint half-written: wait for both first (lending the lock), before this
+    // stream's EU is sealed, since others may use the stream meanwhile.
+    if (stream != kGcStream && free_eus_.size() < options_.gc_free_eus) WaitForBackgroundLocked();
+    if (!fits()) {
+      if (streams_[stream].eu >= 0) ERAID_RETURN_IF_ERROR(SealLocked(stream));
+      ERAID_RETURN_IF_ERROR(OpenEuLocked(stream));
+    }
   }
   Stream& s = streams_[stream];
   Eu& eu = eus_[static_cast<size_t>(s.eu)];
@@ -938,7 +963,67 @@ Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
 }
 
 Status CompressedDrive::CheckpointLocked() {
+  // One being written without the lock: this one follows it. (Never from inside a
+  // collection: AppendLocked waited before it began.)
+  WaitForBackgroundLocked();
   ERAID_RETURN_IF_ERROR(FlushLocked());
+  CheckpointHeader h;
+  std::vector<std::byte> slot = EncodeCheckpointLocked(&h);
+  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot).WithContext("checkpoint"));
+  ERAID_RETURN_IF_ERROR(flash_.Flush());
+  CheckpointWrittenLocked(h, slot.size());
+  return Status::Ok();
+}
+
+Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock) {
+  if (checkpointing_) return Status::Ok();  // the one being written is as recent as this one would be
+  checkpointing_ = true;
+  struct Done {
+    CompressedDrive* d;
+    ~Done() {
+      d->checkpointing_ = false;
+      d->erased_cv_.notify_all();
+    }
+  } done{this};
+  // The image is taken now, under the lock, with every record it refers to on its way to
+  // flash: the open EUs' pages written, the sealed ones' writes in flight noted. Those
+  // writes and both flash flushes are waited for without the lock.
+  uint64_t upto = 0;
+  ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
+  std::vector<std::shared_ptr<std::pair<std::atomic<bool>, Status>>> writes;
+  for (const FlashWrite& w : flash_writes_) writes.push_back(w.done);
+  CheckpointHeader h;
+  std::vector<std::byte> slot = EncodeCheckpointLocked(&h);
+  bytes_since_ckpt_ = 0;
+  lock.unlock();
+  Status st = [&]() -> Status {
+    for (const auto& w : writes) {
+      while (!w->first.load(std::memory_order_acquire)) {
+        if (flash_.Poll(true) == 0) std::this_thread::yield();  // another thread delivers it
+      }
+      ERAID_RETURN_IF_ERROR(w->second);
+    }
+    ERAID_RETURN_IF_ERROR(flash_.Flush());
+    ERAID_RETURN_IF_ERROR(
+        flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot).WithContext("checkpoint"));
+    return flash_.Flush();
+  }();
+  lock.lock();
+  ERAID_RETURN_IF_ERROR(st);
+  durable_seq_ = std::max(durable_seq_, upto);
+  CheckpointWrittenLocked(h, slot.size());
+  return Status::Ok();
+}
+
+void CompressedDrive::CheckpointWrittenLocked(const CheckpointHeader& h, uint64_t slot_bytes) {
+  stats_.flash_write_bytes += slot_bytes;
+  stats_.meta_write_bytes += slot_bytes;
+  ++stats_.checkpoints;
+  ckpt_count_ = h.ckpt_count;
+  ckpt_seq_ = h.ckpt_seq;
+}
+
+std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader* header) {
   std::vector<std::byte> slot(BlocksToBytes(ckpt_slot_blocks_), std::byte{0});
   std::byte* p = slot.data() + kBlockSize;
   for (uint64_t loc : map_) {
@@ -952,7 +1037,8 @@ Status CompressedDrive::CheckpointLocked() {
     p[12] = static_cast<std::byte>(used);
     p += kCheckpointEuEntryBytes;
   }
-  CheckpointHeader h;
+  CheckpointHeader& h = *header;
+  h = CheckpointHeader{};
   h.ckpt_seq = next_seq_ - 1;
   h.next_seq = next_seq_;
   h.ckpt_count = ckpt_count_ + 1;
@@ -961,16 +1047,8 @@ Status CompressedDrive::CheckpointLocked() {
   h.payload_bytes = static_cast<uint64_t>(p - (slot.data() + kBlockSize));
   h.payload_crc = Crc32c(slot.data() + kBlockSize, h.payload_bytes);
   EncodeCheckpointHeader(h, slot);
-  uint64_t slot_start = 1 + (h.ckpt_count % 2) * ckpt_slot_blocks_;
-  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(slot_start), slot).WithContext("checkpoint"));
-  ERAID_RETURN_IF_ERROR(flash_.Flush());
-  stats_.flash_write_bytes += slot.size();
-  stats_.meta_write_bytes += slot.size();
-  ++stats_.checkpoints;
-  ckpt_count_ = h.ckpt_count;
-  ckpt_seq_ = h.ckpt_seq;
   bytes_since_ckpt_ = 0;
-  return Status::Ok();
+  return slot;
 }
 
 // ---------------------------------------------------------------- device GC
@@ -981,6 +1059,94 @@ Status CompressedDrive::EnsureFreeLocked() {
     ERAID_RETURN_IF_ERROR(CollectLocked());
     if (free_eus_.size() <= before) break;  // nothing left worth collecting
   }
+  return Status::Ok();
+}
+
+void CompressedDrive::WaitForBackgroundLocked() {
+  if (erasing_eus_ == 0 && !checkpointing_) return;
+  std::unique_lock<std::mutex> lent(mu_, std::adopt_lock);  // the caller's lock, kept
+  erased_cv_.wait(lent, [&] { return erasing_eus_ == 0 && !checkpointing_; });
+  lent.release();
+}
+
+void CompressedDrive::Eraser() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    eraser_cv_.wait(lock, [&] { return eraser_stop_ || eraser_wanted_; });
+    if (eraser_stop_) return;
+    if (Status s = EraseGarbageEus(lock); !s.ok() && flash_error_.ok()) flash_error_ = s;
+    eraser_wanted_ = false;
+  }
+}
+
+Status CompressedDrive::EraseGarbageEus(std::unique_lock<std::mutex>& lock) {
+  // Sealed EUs with no live record, none of them still on its way to flash and none
+  // holding trim records a checkpoint has not covered (those are CollectLocked's: they
+  // need a checkpoint, invariant 2). Those superseded durably first: they need no flush.
+  const size_t want = options_.background_free_eus - std::min<size_t>(free_eus_.size(), options_.background_free_eus);
+  std::vector<uint32_t> picked;
+  uint64_t needed = 0;
+  for (int pass = 0; pass < 2 && picked.size() < want; ++pass) {
+    for (uint32_t i = 0; i < num_eus_ && picked.size() < want; ++i) {
+      const Eu& eu = eus_[i];
+      if (eu.state != Eu::State::kSealed || eu.live_bytes != 0 || eu.writing || eu.max_trim_seq > ckpt_seq_) continue;
+      if ((eu.max_superseded_by <= durable_seq_) != (pass == 0)) continue;
+      picked.push_back(i);
+      needed = std::max(needed, eu.max_superseded_by);
+    }
+  }
+  if (picked.empty()) return Status::Ok();
+  for (uint32_t v : picked) eus_[v].state = Eu::State::kErasing;
+  erasing_eus_ += static_cast<uint32_t>(picked.size());
+  // However this ends, the EUs go back: erased and free, or sealed as they were.
+  bool erased = false;
+  struct GiveBack {
+    CompressedDrive* d;
+    const std::vector<uint32_t>& picked;
+    const bool& erased;
+    ~GiveBack() {
+      for (uint32_t v : picked) {
+        if (erased) {
+          d->eus_[v] = Eu{};
+          d->free_eus_.push_back(v);
+        } else {
+          d->eus_[v].state = Eu::State::kSealed;
+        }
+      }
+      if (erased) {
+        d->stats_.gc_erased_eus += picked.size();
+        d->stats_.background_erased_eus += picked.size();
+      }
+      d->erasing_eus_ -= static_cast<uint32_t>(picked.size());
+      d->erased_cv_.notify_all();
+    }
+  } give_back{this, picked, erased};
+  // Invariant 2: whatever superseded their records is durable before they are erased.
+  if (needed > durable_seq_) {
+    for (auto& s : streams_) {
+      if (s.eu >= 0 && s.first_unsynced_seq != 0 && s.first_unsynced_seq <= needed) {
+        ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
+      }
+    }
+    ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+    lock.unlock();
+    Status flushed = flash_.Flush();
+    lock.lock();
+    ERAID_RETURN_IF_ERROR(flushed);
+    durable_seq_ = std::max(durable_seq_, needed);
+  }
+  // Erasing: see CollectLocked. Readers that looked an EU up before see erasures_ move.
+  erasures_.fetch_add(1, std::memory_order_release);
+  lock.unlock();
+  static const std::vector<std::byte> zero_page(kBlockSize);
+  Status st;
+  for (uint32_t v : picked) {
+    st = flash_.Write(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), zero_page);
+    if (!st.ok()) break;
+  }
+  lock.lock();
+  ERAID_RETURN_IF_ERROR(st);
+  erased = true;
   return Status::Ok();
 }
 
@@ -1046,7 +1212,8 @@ Status CompressedDrive::CollectLocked() {
 }
 
 Status CompressedDrive::RelocateLocked(uint32_t victim) {
-  if (eus_[victim].writing) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+  if (eus_[victim].writing) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));  // before its erase too
+  if (eus_[victim].live_bytes == 0) return Status::Ok();  // garbage only: nothing to read or move
   // Only the written part: past write_ptr a flash file may never have been written (an
   // EU sealed part-full), and reading it made the file system allocate and zero pages
   // that nothing needs. The buffer is kept between victims, not zeroed: every byte

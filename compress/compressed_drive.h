@@ -8,7 +8,9 @@
 //     flash. An in-memory table maps each LBA to its record: 8 bytes per LBA.
 //   - Unwritten and trimmed LBAs read as zeros and occupy nothing.
 //   - Overwrites and trims leave garbage; when free EUs run low, device GC relocates the
-//     live records of the EUs with least live data and erases them.
+//     live records of the EUs with least live data and erases them. With
+//     background_free_eus, a thread of the drive's own erases garbage-only EUs before
+//     writers run short, so a writer rarely collects (and flushes) itself.
 //   - FlashAlloc(range): writes to the range go to EUs dedicated to it, until the whole
 //     range is trimmed; then those EUs hold only garbage and are erased without copying.
 //     Without it, every writer shares the same open EU.
@@ -31,7 +33,9 @@
 // Thread-safety: a Backend — all methods may be called concurrently. Compression and
 // decompression run outside the drive's lock, and so do reads of records from flash and
 // the flash flush of a host flush; mapping updates run under it, and so does submitting
-// a full EU's write to flash, which no writer waits for (docs/compressed-drive.md).
+// a full EU's write to flash, which no writer waits for (docs/compressed-drive.md). The
+// periodic checkpoint takes its image under the lock and writes it without (a writer that
+// must collect garbage waits for it, and for the eraser, before it starts).
 #pragma once
 
 #include <atomic>
@@ -59,6 +63,12 @@ struct DriveOptions {
   bool flashalloc = true;           // false: FlashAlloc() returns NotSupported
   uint32_t max_flashalloc_ranges = 16;  // open dedicated streams; the oldest is evicted
   uint32_t gc_free_eus = 4;         // GC runs when fewer EUs than this are free
+  // > gc_free_eus: a thread of the drive's own erases garbage-only EUs whenever fewer
+  // than this many are free, making what superseded them durable with a flash flush of
+  // its own, and doing that flush and the erases without holding the drive's lock. A
+  // writer then finds EUs free and runs GC itself (under the lock, with its flush) only
+  // when the thread falls behind. 0: no such thread, GC only in the writer.
+  uint32_t background_free_eus = 0;
   // A checkpoint is written after this many times its own size has been written to flash.
   uint32_t checkpoint_every = 128;
   // Full flash pages of an open EU are written once this many have accumulated (and
@@ -93,6 +103,7 @@ struct DriveStats {
   uint64_t flash_write_bytes = 0;      // every byte written to flash: pages, EU headers, metadata
   uint64_t meta_write_bytes = 0;       // of which checkpoints
   uint64_t gc_erased_eus = 0;
+  uint64_t background_erased_eus = 0;  // of which by the drive's own thread (background_free_eus)
   uint64_t checkpoints = 0;
   uint64_t flashalloc_ranges = 0;      // open now
   uint64_t flashalloc_evictions = 0;
@@ -203,7 +214,15 @@ class CompressedDrive final : public Backend {
   Status WriteOpenPagesLocked(uint64_t* upto);
   // Makes every record with seq <= `seq` durable, writing only the streams that hold one.
   Status SyncUpToLocked(uint64_t seq);
+  // Waits for a checkpoint being written without the lock, then writes one.
   Status CheckpointLocked();
+  // The same, holding `lock` (on mu_) only to take the image: the writes it needs and
+  // both flash flushes run without it. Does nothing if another is being written.
+  // REQUIRES: `lock` holds mu_; holds it again on return.
+  Status CheckpointOutsideLock(std::unique_lock<std::mutex>& lock);
+  // The checkpoint image of the map and the EU table now, and its header.
+  std::vector<std::byte> EncodeCheckpointLocked(drive_format::CheckpointHeader* header);
+  void CheckpointWrittenLocked(const drive_format::CheckpointHeader& h, uint64_t slot_bytes);
   // Appends a record to the stream's open EU (opening one as needed, which may run GC)
   // and assigns its sequence number into h->seq, after the EU header's (invariant 3).
   Status AppendLocked(uint32_t stream, drive_format::RecordHeader* h, const std::byte* payload,
@@ -220,6 +239,14 @@ class CompressedDrive final : public Backend {
   Status ReapLocked(bool wait);
   Status EnsureFreeLocked();
   Status CollectLocked();
+  // The background_free_eus thread, and one round of its work: picks garbage-only sealed
+  // EUs (those already superseded durably first), marks them erasing, and lets go of the
+  // lock for the flash flush they may need and for their erases. REQUIRES: `lock` holds mu_.
+  void Eraser();
+  Status EraseGarbageEus(std::unique_lock<std::mutex>& lock);
+  // Until no EU is being erased and no checkpoint written without mu_: lends the
+  // caller's lock to the wait. REQUIRES: mu_ held (by a lock_guard or unique_lock).
+  void WaitForBackgroundLocked();
   Status RelocateLocked(uint32_t eu);
   uint32_t StreamForLocked(uint64_t lba);
   void CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it);
@@ -317,6 +344,15 @@ class CompressedDrive final : public Backend {
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;
   std::thread flusher_;
+
+  // The eraser (background_free_eus). Under mu_.
+  std::condition_variable eraser_cv_;      // the eraser: wanted or stop
+  std::condition_variable erased_cv_;      // WaitForBackgroundLocked: erases or a checkpoint done
+  bool eraser_wanted_ = false, eraser_stop_ = false;
+  uint32_t erasing_eus_ = 0;               // in state kErasing: neither sealed nor free
+  // A checkpoint is being written without mu_ (CheckpointOutsideLock). Under mu_.
+  bool checkpointing_ = false;
+  std::thread eraser_;
 };
 
 }  // namespace eraid

@@ -28,10 +28,16 @@ constexpr const char* kMagicLine = "eraid-array-dir 1";
 // does the drives' appends too: the drives keep no write cache of their own, whose worker
 // threads cost a wake-up per row and drive (0.55 context switches per random write
 // against 0.35 without, docs/block-device.md). An open erase unit goes to its flash file
-// when it fills, or at a flush, in one write.
+// when it fills, or at a flush, in one write. Erase units that hold only garbage (a
+// freed segment's, with FlashAlloc) are erased by each drive's own thread ahead of need,
+// its flash flush and erases made without the drive's lock: done inline, by whichever
+// writer opened an EU when fewer than 4 were free, they held the drive's lock for 2-3 ms
+// of fdatasync and header writes, and the volume lock's holder (a GC read, a segment's
+// trims) waited behind them (docs/block-device.md).
 void SetServingDriveOptions(DriveOptions* d) {
   d->write_cache_blocks = 0;
   d->write_batch_blocks = std::numeric_limits<uint32_t>::max();
+  d->background_free_eus = 16;
 }
 VolumeOptions ServingVolumeOptions(VolumeOptions vo) {
   Volumes::SetOptions(&vo);  // the LBA space named volumes take extents of

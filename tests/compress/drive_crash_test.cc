@@ -38,6 +38,7 @@ struct LbaState {
 struct CrashStats {
   uint64_t crashes = 0, verified_blocks = 0, unflushed_lost = 0;
   uint64_t gc_erased_eus = 0, checkpoints = 0;  // work done before the power cuts
+  uint64_t background_erased_eus = 0;           // of which by the eraser thread
 };
 
 void RunSeed(uint64_t seed, CrashStats* totals) {
@@ -55,6 +56,9 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
   // Every fourth seed (and its cached neighbour) writes an open EU only when it fills or
   // at a flush, as a served array's drives do.
   if (seed % 4 >= 2) o.write_batch_blocks = std::numeric_limits<uint32_t>::max();
+  // Half the seeds run the drive's eraser thread, as a served array's drives do: the power
+  // cut also lands inside its flushes and erases, which run without the drive's lock.
+  if (seed % 8 >= 4) o.background_free_eus = 12;
   auto drive = std::move(CompressedDrive::Format(flash, o)).value();
   const uint64_t span = 2500;
   std::unordered_map<uint64_t, LbaState> model;
@@ -120,6 +124,7 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
     }
     if (!flash.crashed()) flash.Crash(subset_seed);
     totals->gc_erased_eus += drive->stats().gc_erased_eus;
+    totals->background_erased_eus += drive->stats().background_erased_eus;
     totals->checkpoints += drive->stats().checkpoints;
     recover();
     if (::testing::Test::HasFatalFailure()) return;
@@ -147,13 +152,14 @@ TEST(DriveCrashTest, FlushedWritesSurviveRandomPowerCuts) {
     }
   }
   std::printf("crashes=%llu verified_blocks=%llu unflushed_values_lost=%llu gc_erased_eus=%llu "
-              "checkpoints=%llu\n",
+              "(background %llu) checkpoints=%llu\n",
               (unsigned long long)totals.crashes, (unsigned long long)totals.verified_blocks,
               (unsigned long long)totals.unflushed_lost, (unsigned long long)totals.gc_erased_eus,
-              (unsigned long long)totals.checkpoints);
+              (unsigned long long)totals.background_erased_eus, (unsigned long long)totals.checkpoints);
   EXPECT_EQ(totals.crashes, 3 * seeds.size());
   if (seeds.size() > 4) {
     EXPECT_GT(totals.gc_erased_eus, 0u) << "power cuts must also land after device GC has run";
+    EXPECT_GT(totals.background_erased_eus, 0u) << "and after the eraser thread has run";
     EXPECT_GT(totals.unflushed_lost, 0u) << "the crash model must actually drop unflushed data";
   }
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "common/data_gen.h"
 #include "compress/drive_format.h"
@@ -684,6 +685,75 @@ TEST(DriveTest, EraseUnitsWrittenInTheBackgroundSurviveAPowerCutOrReportAFailure
   if (s.ok()) s = drive->Flush();
   EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
   EXPECT_EQ(drive->Flush().code(), StatusCode::kIoError);
+}
+
+// The eraser thread (background_free_eus) and checkpoints written without the drive's
+// lock, beside writers: several threads each fill FlashAlloc'd objects of their own and
+// trim old ones whole, so erase units die whole and the eraser takes them, while
+// frequent checkpoints let go of the lock mid-write. Every block must read back, before
+// and after a reopen, and the eraser must have done the erasing (TSan runs this too).
+TEST(DriveTest, EraserAndCheckpointsRunBesideWriters) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  DriveOptions o = SmallOptions();
+  o.max_flashalloc_ranges = 8;
+  o.background_free_eus = 16;
+  o.checkpoint_every = 2;
+  o.write_batch_blocks = std::numeric_limits<uint32_t>::max();  // as a served array's drives
+  MemBackend flash(2048);  // ~120 erase units: the writers go round them several times
+  auto drive = std::move(CompressedDrive::Format(flash, o)).value();
+  constexpr int kThreads = 3;
+  constexpr uint64_t kObjectBlocks = 48, kObjectsPerThread = 12;
+  const uint64_t region = kObjectBlocks * kObjectsPerThread;
+  ASSERT_LE(region * kThreads, drive->capacity_blocks());
+  std::vector<std::map<uint64_t, Block>> models(kThreads);
+  std::vector<Status> failures(kThreads);
+  auto worker = [&](int t) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
+    std::map<uint64_t, Block>& model = models[static_cast<size_t>(t)];
+    for (int round = 0; round < 60; ++round) {
+      // A random object of this thread's: its old version trimmed whole, the new one
+      // written into a FlashAlloc range of its own.
+      const uint64_t first = region * static_cast<uint64_t>(t) + rng() % kObjectsPerThread * kObjectBlocks;
+      Status s = drive->Trim(Lba(first), kObjectBlocks);
+      if (s.ok()) s = drive->FlashAlloc(Lba(first), kObjectBlocks);
+      for (uint64_t b = 0; b < kObjectBlocks && s.ok(); ++b) {
+        Block data = MakeBlock(static_cast<uint32_t>(rng() % 100), rng);
+        s = drive->Write(Lba(first + b), data);
+        model[first + b] = std::move(data);
+      }
+      if (s.ok() && rng() % 8 == 0) s = drive->Flush();
+      if (!s.ok()) {
+        failures[static_cast<size_t>(t)] = s;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+  for (auto& th : threads) th.join();
+  for (const Status& s : failures) ASSERT_TRUE(s.ok()) << s.ToString();
+  auto verify = [&](const char* when) {
+    Block back(kBlockSize);
+    for (const auto& model : models) {
+      for (const auto& [lba, data] : model) {
+        ASSERT_TRUE(drive->Read(Lba(lba), back).ok()) << lba;
+        ASSERT_EQ(back, data) << "lba " << lba << " " << when;
+      }
+    }
+  };
+  verify("after the writers");
+  const DriveStats st = drive->stats();
+  std::printf("erased %llu EUs, %llu of them by the eraser; %llu checkpoints\n",
+              (unsigned long long)st.gc_erased_eus, (unsigned long long)st.background_erased_eus,
+              (unsigned long long)st.checkpoints);
+  EXPECT_GT(st.background_erased_eus, 0u) << "the eraser is meant to take the dead erase units";
+  EXPECT_GT(st.checkpoints, 2u) << "checkpoints are meant to run beside the writers";
+  EXPECT_EQ(st.gc_relocated_bytes, 0u) << "objects die whole: nothing to copy";
+  ASSERT_TRUE(drive->Close().ok());
+  drive.reset();
+  drive = std::move(CompressedDrive::Open(flash, o)).value();
+  verify("after reopening");
 }
 
 TEST(DriveTest, OpenRejectsForeignAndDamagedMedia) {
