@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -43,7 +44,8 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
     return Status::NotFound("no array in " + o.dir + " (make one with eraid create)");
   }
   if (ArrayInUse(o.dir)) return Status::Busy("the array in " + o.dir + " is already served or open");
-  if (o.threads < 1 || o.threads > 1024) return Status::InvalidArgument("--threads must be 1..1024");
+  if (o.threads == 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
+  if (o.threads > 1024) return Status::InvalidArgument("--threads must be 1..1024 (0: one per core)");
   if (o.plugin.empty()) o.plugin = FindPlugin();
   std::vector<std::string> cmd{o.nbdkit, "-f", "--exit-with-parent", "--threads", std::to_string(o.threads)};
   if (!o.tcp.empty()) {

@@ -83,7 +83,7 @@ expect_fail serve "TLS" serve --dir "$A" --tcp 127.0.0.1:10809
 expect_fail serve "ADDR:PORT" serve --dir "$A" --tcp localhost --tls-psk "$WORK/psk"
 expect_fail serve "not both" serve --dir "$A" --socket "$WORK/s" --tcp 127.0.0.1:1 --tls-psk "$WORK/psk"
 expect_fail serve "with --tcp" serve --dir "$A" --tls-psk "$WORK/psk"
-expect_fail serve "threads" serve --dir "$A" --threads 0
+expect_fail serve "threads" serve --dir "$A" --threads 2000
 expect_fail stop "required" stop
 expect_fail stop "nothing serves" stop --dir "$A"
 expect_fail demo "compressibility\|iodepth" demo --compressibility 99
