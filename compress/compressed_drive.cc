@@ -947,8 +947,7 @@ Status CompressedDrive::FlushOutsideLock() {
   return Status::Ok();
 }
 
-Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
-  if (seq <= durable_seq_) return Status::Ok();
+Status CompressedDrive::WriteUpToLocked(uint64_t seq) {
   // A stream whose oldest unsynced record is newer than `seq` holds nothing older:
   // leave its partial page alone (writing it now would only be rewritten later).
   for (auto& s : streams_) {
@@ -956,7 +955,12 @@ Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
       ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
     }
   }
-  ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+  return ReapLocked(/*wait=*/true);
+}
+
+Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
+  if (seq <= durable_seq_) return Status::Ok();
+  ERAID_RETURN_IF_ERROR(WriteUpToLocked(seq));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   durable_seq_ = std::max(durable_seq_, seq);
   return Status::Ok();
@@ -1123,12 +1127,7 @@ Status CompressedDrive::EraseGarbageEus(std::unique_lock<std::mutex>& lock) {
   } give_back{this, picked, erased};
   // Invariant 2: whatever superseded their records is durable before they are erased.
   if (needed > durable_seq_) {
-    for (auto& s : streams_) {
-      if (s.eu >= 0 && s.first_unsynced_seq != 0 && s.first_unsynced_seq <= needed) {
-        ERAID_RETURN_IF_ERROR(WritePagesLocked(s, /*include_partial=*/true));
-      }
-    }
-    ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+    ERAID_RETURN_IF_ERROR(WriteUpToLocked(needed));
     lock.unlock();
     Status flushed = flash_.Flush();
     lock.lock();

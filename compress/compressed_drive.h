@@ -214,6 +214,8 @@ class CompressedDrive final : public Backend {
   Status WriteOpenPagesLocked(uint64_t* upto);
   // Makes every record with seq <= `seq` durable, writing only the streams that hold one.
   Status SyncUpToLocked(uint64_t seq);
+  // Its first half: every record with seq <= `seq` written to flash (not yet flushed).
+  Status WriteUpToLocked(uint64_t seq);
   // Waits for a checkpoint being written without the lock, then writes one.
   Status CheckpointLocked();
   // The same, holding `lock` (on mu_) only to take the image: the writes it needs and
