@@ -97,14 +97,14 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
 }
 
 CompressedDrive::~CompressedDrive() {
-  if (eraser_.joinable()) {
-    {
-      std::lock_guard lock(mu_);
-      eraser_stop_ = true;
-    }
-    eraser_cv_.notify_all();
-    eraser_.join();
+  // The eraser is stopped first, under mu_: the cache worker, still draining below, may
+  // open an erase unit, and OpenEuLocked starts no eraser once eraser_stop_ is set (one
+  // started after a joinable() check here would be destroyed unjoined: std::terminate).
+  {
+    std::lock_guard lock(mu_);
+    eraser_stop_ = true;
   }
+  eraser_cv_.notify_all();
   if (cache_worker_.joinable()) {
     {
       std::lock_guard lock(cache_mu_);
@@ -121,6 +121,7 @@ CompressedDrive::~CompressedDrive() {
     flusher_cv_.notify_all();
     flusher_.join();  // it completes the flushes queued first
   }
+  if (eraser_.joinable()) eraser_.join();  // nothing is left to start it
   std::lock_guard lock(mu_);
   (void)ReapLocked(/*wait=*/true);  // the flash writes use buffers of ours
 }
@@ -819,7 +820,8 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   if (free_eus_.empty()) return Status::NoSpace("no free erase unit for GC");
   uint32_t index = free_eus_.back();
   free_eus_.pop_back();
-  if (options_.background_free_eus > 0 && free_eus_.size() < options_.background_free_eus && !eraser_wanted_) {
+  if (options_.background_free_eus > 0 && free_eus_.size() < options_.background_free_eus && !eraser_wanted_ &&
+      !eraser_stop_) {
     if (!eraser_.joinable()) eraser_ = std::thread([this] { Eraser(); });
     eraser_wanted_ = true;
     eraser_cv_.notify_one();

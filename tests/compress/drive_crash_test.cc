@@ -144,6 +144,7 @@ TEST(DriveCrashTest, FlushedWritesSurviveRandomPowerCuts) {
   CrashStats totals;
   for (uint64_t seed : seeds) {
     std::printf("seed=%llu\n", (unsigned long long)seed);
+    std::fflush(stdout);  // shown even if the process aborts
     RunSeed(seed, &totals);
     if (HasFatalFailure()) {
       std::printf("FAILED at seed=%llu (replay: ERAID_SEED=%llu)\n", (unsigned long long)seed,
