@@ -340,7 +340,7 @@ int Serve(int argc, char** argv) {
       ("tcp", po::value(&o.tcp), "listen on ADDR:PORT instead; only with TLS")
       ("tls-psk", po::value(&o.tls_psk), "TLS pre-shared keys file (psktool format), for --tcp")
       ("tls-certificates", po::value(&o.tls_certificates), "TLS certificates directory, for --tcp")
-      ("threads", po::value(&o.threads)->default_value(o.threads), "nbdkit threads per connection (0: one per core)")
+      ("threads", po::value(&o.threads)->default_value(o.threads), "nbdkit threads per connection (0: one per core; 16 if a drive is remote)")
       ("daemon", po::bool_switch(&daemon), "serve in the background (log in DIR/serve.log); stop with eraid stop")
       ("nbdkit", po::value(&o.nbdkit)->default_value(o.nbdkit), "the nbdkit binary")
       ("plugin", po::value(&o.plugin), "the eraid plugin (default: next to this binary)");

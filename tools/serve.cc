@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "compress/nbd_backend.h"
 #include "tools/admin.h"
 
 namespace eraid {
@@ -38,13 +40,33 @@ bool ArrayInUse(const std::string& dir) {
   return busy;
 }
 
+// True if the manifest names a drive by an NBD URI (`drive.K=nbd://...`). Only a
+// default is chosen from it: a manifest it cannot read is reported by the plugin.
+bool HasRemoteDrive(const std::string& dir) {
+  std::ifstream in(dir + "/eraid.conf");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("drive.", 0) != 0) continue;
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos && NbdBackend::IsUri(line.substr(eq + 1))) return true;
+  }
+  return false;
+}
+
 Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
   if (o.dir.empty()) return Status::InvalidArgument("--dir is required");
   if (!std::filesystem::exists(o.dir + "/eraid.conf")) {
     return Status::NotFound("no array in " + o.dir + " (make one with eraid create)");
   }
   if (ArrayInUse(o.dir)) return Status::Busy("the array in " + o.dir + " is already served or open");
-  if (o.threads == 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
+  if (o.threads == 0) {
+    // One thread per core: beyond that, threads only queue on the volume lock. A drive
+    // on another host is different: a read of it holds its thread for a network round
+    // trip, so the threads, not the cores, bound the reads in flight — as many as a
+    // client's usual queue depth.
+    o.threads = std::max(1u, std::thread::hardware_concurrency());
+    if (HasRemoteDrive(o.dir)) o.threads = std::max(o.threads, kRemoteDriveThreads);
+  }
   if (o.threads > 1024) return Status::InvalidArgument("--threads must be 1..1024 (0: one per core)");
   if (o.plugin.empty()) o.plugin = FindPlugin();
   std::vector<std::string> cmd{o.nbdkit, "-f", "--exit-with-parent", "--threads", std::to_string(o.threads)};

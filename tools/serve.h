@@ -12,6 +12,9 @@
 
 namespace eraid {
 
+// The default nbdkit threads when a drive is remote: a client's usual queue depth.
+inline constexpr uint32_t kRemoteDriveThreads = 16;
+
 struct ServeOptions {
   std::string dir;
   std::string socket;            // Unix socket (default DIR/nbd.sock); mode 0600
@@ -20,7 +23,8 @@ struct ServeOptions {
   std::string tls_certificates;  // nbdkit --tls-certificates directory
   // nbdkit worker threads per connection; 0: one per core. More threads than cores only
   // queue on the volume lock: at QD 16 under GC on 2 cores, 8 threads gave a write p99.9 of
-  // 6.9-8.3 ms and 2 gave 4.4-4.6 ms at the same rate (docs/block-device.md).
+  // 6.9-8.3 ms and 2 gave 4.4-4.6 ms at the same rate (docs/block-device.md). With a
+  // drive on another host (an NBD URI in the manifest), 0 means kRemoteDriveThreads.
   uint32_t threads = 0;
   std::string nbdkit = "nbdkit";
   std::string plugin;            // default: FindPlugin()
