@@ -44,8 +44,22 @@ struct NbdBackend::Request {
   // Synchronous requests (Read, ReadBytes) are waited for on their own flag, not queued:
   // a completion wakes its one waiter, not every reader.
   bool sync = false;
+  // The poller's own flush for the lanes (MaybeLaneFlush): nobody waits for it.
+  bool internal = false;
   std::atomic<bool> finished{false};
   Status status;
+  // Writes and trims: their entry in dirty_. Flushes: the completion seq they cover.
+  std::multimap<uint64_t, Dirty>::iterator dirty;
+  bool has_dirty = false;
+  uint64_t flush_covers = 0;
+  // Completed through the completion queue (Poll), and counted in async_pending_.
+  bool queued() const { return !sync && !internal; }
+};
+
+// A read lane: a connection of its own, driven by the one thread that took it.
+struct NbdBackend::Lane {
+  nbd_handle* h = nullptr;
+  int fd = -1;
 };
 
 // libnbd's user_data for one command: keeps the request (and its buffer) alive until
@@ -158,6 +172,7 @@ NbdBackend::NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& 
   can_zero_ = nbd_can_zero(h_) == 1;
   can_flush_ = nbd_can_flush(h_) == 1;
   fd_ = nbd_aio_get_fd(h_);
+  lanes_ok_.store(can_flush_ && nbd_can_multi_conn(h_) == 1, std::memory_order_relaxed);
   poller_ = std::thread([this] { Poller(); });
 }
 
@@ -165,6 +180,7 @@ NbdBackend::~NbdBackend() {
   stop_.store(true, std::memory_order_release);
   Wake();
   poller_.join();
+  for (auto& lane : lanes_) nbd_close(lane->h);  // reads only: nothing to say goodbye for
   if (!failed() || drained()) {
     // A polite goodbye, for as long as the deadline allows: the server then knows the
     // client is gone rather than lost.
@@ -197,8 +213,13 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
     r->id = next_id_++;
     r->start_ns = NowNs();
     pending_.emplace(r->id, r);
-    async_pending_ += !r->sync;
+    async_pending_ += r->queued();
+    RegisterLocked(*r);
   }
+  Send(r);
+}
+
+void NbdBackend::Send(const std::shared_ptr<Request>& r) {
   nbd_completion_callback cb;
   cb.callback = [](void* user_data, int* error) {
     auto* t = static_cast<Token*>(user_data);
@@ -222,7 +243,7 @@ void NbdBackend::Issue(std::shared_ptr<Request> r) {
     {
       std::lock_guard lock(mu_);
       mine = pending_.erase(r->id) > 0;
-      if (mine) async_pending_ -= !r->sync;
+      if (mine) async_pending_ -= r->queued();
     }
     Fail(why);
     if (mine) Finish(r, Status::IoError(name() + " has failed: " + why));
@@ -261,13 +282,25 @@ void NbdBackend::Complete(uint64_t id, int error) {
     was_full = pending_.size() >= options_.queue_depth;
     r = std::move(it->second);
     pending_.erase(it);
-    async_pending_ -= !r->sync;
-    const double us = static_cast<double>(NowNs() - r->start_ns) / 1000.0;
-    ++latency_[std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1)];
-    ++requests_;
+    async_pending_ -= r->queued();
+    const uint64_t now = NowNs();
+    RecordLatencyLocked(now - r->start_ns);
+    if (r->has_dirty) {
+      r->dirty->second.seq = ++completed_writes_;
+      if (oldest_unflushed_ns_ == 0) oldest_unflushed_ns_ = now;
+    }
+    if (r->kind == Kind::kFlush) {
+      // Every write completed before the flush was sent is now seen by every connection.
+      flushed_writes_ = std::max(flushed_writes_, r->flush_covers);
+      std::erase_if(dirty_, [&](const auto& e) { return e.second.seq <= flushed_writes_; });
+      if (dirty_.empty()) dirty_max_length_ = 0;
+      oldest_unflushed_ns_ = completed_writes_ > flushed_writes_ ? now : 0;
+      if (r->internal) lane_flush_in_flight_ = false;
+    }
     if (r->kind == Kind::kRead) std::memcpy(r->out, r->buf.get(), r->length);
-    if (!r->sync) completions_.push_back({std::move(r->done), Status::Ok()});
+    if (r->queued()) completions_.push_back({std::move(r->done), Status::Ok()});
   }
+  if (r->internal) return;
   if (r->sync) {
     Finish(r, Status::Ok());
   } else {
@@ -276,7 +309,24 @@ void NbdBackend::Complete(uint64_t id, int error) {
   if (was_full && r->sync) cv_.notify_all();
 }
 
+void NbdBackend::RegisterLocked(Request& r) {
+  if (r.kind == Kind::kWrite || r.kind == Kind::kZero) {
+    r.dirty = dirty_.emplace(r.offset, Dirty{r.offset + r.length, kInFlight});
+    r.has_dirty = true;
+    dirty_max_length_ = std::max(dirty_max_length_, r.length);
+  } else if (r.kind == Kind::kFlush) {
+    r.flush_covers = completed_writes_;
+  }
+}
+
+void NbdBackend::RecordLatencyLocked(uint64_t ns) {
+  const double us = static_cast<double>(ns) / 1000.0;
+  ++latency_[std::clamp(static_cast<int>(4.0 * std::log2(us + 1.0)), 0, kBuckets - 1)];
+  ++requests_;
+}
+
 void NbdBackend::Finish(const std::shared_ptr<Request>& r, Status s) {
+  if (r->internal) return;
   if (r->sync) {
     r->status = std::move(s);
     r->finished.store(true, std::memory_order_release);
@@ -302,6 +352,7 @@ void NbdBackend::Fail(const std::string& why) {
     failed_.store(true, std::memory_order_release);
     for (auto& [id, r] : pending_) {
       abandoned_ += r->kind == Kind::kWrite || r->kind == Kind::kZero;
+      if (r->internal) continue;
       if (r->sync) {
         waiting.push_back(std::move(r));
       } else {
@@ -405,6 +456,7 @@ void NbdBackend::Poller() {
       }
       wait_ms = static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100));
     }
+    MaybeLaneFlush();
     const int n = ::poll(p, 2, wait_ms);
     if (n < 0 && errno != EINTR) continue;
     if (p[1].revents & POLLIN) TakeWake();
@@ -491,6 +543,9 @@ Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
     return Status::InvalidArgument("read of " + std::to_string(out.size()) + " bytes at " +
                                    std::to_string(offset_bytes) + " is outside " + name());
   }
+  if (lanes_ok_.load(std::memory_order_relaxed)) {
+    if (std::optional<Status> s = ReadOnLane(offset_bytes, out)) return *std::move(s);
+  }
   auto r = std::make_shared<Request>();
   r->sync = true;
   r->kind = Kind::kRead;
@@ -531,7 +586,153 @@ NbdLinkStats NbdBackend::link_stats() const {
   };
   s.p50_us = quantile(0.50);
   s.p99_us = quantile(0.99);
+  s.lane_reads = lane_reads_;
+  s.lanes = lanes_open_.load(std::memory_order_relaxed);
   return s;
+}
+
+void NbdBackend::MaybeLaneFlush() {
+  auto r = std::make_shared<Request>();
+  {
+    std::lock_guard lock(mu_);
+    if (lanes_open_.load(std::memory_order_relaxed) == 0 || lane_flush_in_flight_ || failed() ||
+        completed_writes_ <= flushed_writes_ || NowNs() - oldest_unflushed_ns_ < kLaneFlushMs * 1000000ull ||
+        pending_.size() >= options_.queue_depth) {
+      return;
+    }
+    r->kind = Kind::kFlush;
+    r->internal = true;
+    r->id = next_id_++;
+    r->start_ns = NowNs();
+    pending_.emplace(r->id, r);
+    RegisterLocked(*r);
+    lane_flush_in_flight_ = true;
+  }
+  Send(r);
+}
+
+bool NbdBackend::OverlapsDirtyLocked(uint64_t offset, uint64_t length) const {
+  // Entries start at most dirty_max_length_ before the read and end after its start.
+  auto it = dirty_.lower_bound(offset >= dirty_max_length_ ? offset - dirty_max_length_ : 0);
+  for (; it != dirty_.end() && it->first < offset + length; ++it) {
+    if (it->second.end > offset) return true;
+  }
+  return false;
+}
+
+NbdBackend::Lane* NbdBackend::TakeLane() {
+  {
+    std::lock_guard lock(lanes_mu_);
+    if (!idle_lanes_.empty()) {
+      Lane* lane = idle_lanes_.back();
+      idle_lanes_.pop_back();
+      return lane;
+    }
+    if (lanes_.size() + lanes_connecting_ >= kMaxLanes) return nullptr;
+    ++lanes_connecting_;
+  }
+  // A new connection, within the deadline. A host that does not answer in time is one
+  // that would not answer the read either: the backend fails. One that answers but will
+  // not take another connection (or not the same export) only closes the lanes.
+  auto lane = std::make_unique<Lane>();
+  bool refused = false;
+  Result<nbd_handle*> h = Connect(uri_, timeout_ms());
+  if (!h.ok()) {
+    if (h.status().message().find("no answer within") != std::string::npos) {
+      Fail(h.status().message());
+    } else {
+      refused = true;
+    }
+  } else {
+    lane->h = *h;
+    lane->fd = nbd_aio_get_fd(lane->h);
+    if (nbd_get_size(lane->h) != static_cast<int64_t>(BlocksToBytes(capacity_blocks_)) ||
+        nbd_can_multi_conn(lane->h) != 1) {
+      nbd_close(lane->h);
+      lane->h = nullptr;
+      refused = true;
+    }
+  }
+  std::lock_guard lock(lanes_mu_);
+  --lanes_connecting_;
+  if (lane->h == nullptr) {
+    if (refused) lanes_ok_.store(false, std::memory_order_relaxed);
+    return nullptr;
+  }
+  lanes_.push_back(std::move(lane));
+  lanes_open_.store(static_cast<uint32_t>(lanes_.size()), std::memory_order_relaxed);
+  return lanes_.back().get();
+}
+
+void NbdBackend::GiveLane(Lane* lane, bool broken) {
+  std::lock_guard lock(lanes_mu_);
+  if (!broken) {
+    idle_lanes_.push_back(lane);
+    return;
+  }
+  // Closed at once: libnbd then holds no pointer into the reader's buffer.
+  nbd_close(lane->h);
+  std::erase_if(lanes_, [&](const auto& l) { return l.get() == lane; });
+  lanes_open_.store(static_cast<uint32_t>(lanes_.size()), std::memory_order_relaxed);
+}
+
+std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byte> out) {
+  {
+    std::lock_guard lock(mu_);
+    if (failed() || OverlapsDirtyLocked(offset, out.size())) return std::nullopt;
+  }
+  Lane* lane = TakeLane();
+  if (lane == nullptr) {
+    if (failed()) return Status::IoError(name() + " has failed: " + link_stats().error);
+    return std::nullopt;
+  }
+  const uint64_t start = NowNs();
+  auto fail = [&](const std::string& why) {
+    GiveLane(lane, /*broken=*/true);
+    Fail(why);
+    std::lock_guard lock(mu_);
+    return Status::IoError(name() + " has failed: " + error_);
+  };
+  // Into the caller's buffer: if the read is given up on, the lane is closed first.
+  const int64_t cookie = nbd_aio_pread(lane->h, out.data(), out.size(), offset, NBD_NULL_COMPLETION, 0);
+  if (cookie == -1) return fail(LastError("connection lost"));
+  for (;;) {
+    const int done = nbd_aio_command_completed(lane->h, cookie);
+    if (done == 1) break;
+    if (done == -1) {
+      const int err = nbd_get_errno();
+      return fail(std::string(std::strerror(err != 0 ? err : EIO)) + " (offset " + std::to_string(offset) + ")");
+    }
+    if (failed()) {  // the main connection (or another lane) failed it meanwhile
+      GiveLane(lane, /*broken=*/true);
+      std::lock_guard lock(mu_);
+      return Status::IoError(name() + " has failed: " + error_);
+    }
+    const uint32_t limit_ms = timeout_ms();
+    const uint64_t now = NowNs(), due = start + limit_ms * 1000000ull;
+    if (now >= due) {
+      {
+        std::lock_guard lock(mu_);
+        ++timeouts_;
+      }
+      return fail("a request got no answer within " + std::to_string(limit_ms) + " ms");
+    }
+    const unsigned dir = nbd_aio_get_direction(lane->h);
+    pollfd p{lane->fd, 0, 0};
+    if (dir & LIBNBD_AIO_DIRECTION_READ) p.events |= POLLIN;
+    if (dir & LIBNBD_AIO_DIRECTION_WRITE) p.events |= POLLOUT;
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100)));
+    if (n < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
+    int rc = 0;
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(lane->h);
+    else if (p.revents & POLLOUT) rc = nbd_aio_notify_write(lane->h);
+    if (rc == -1) return fail(LastError("connection lost"));
+  }
+  GiveLane(lane, /*broken=*/false);
+  std::lock_guard lock(mu_);
+  RecordLatencyLocked(NowNs() - start);
+  ++lane_reads_;
+  return Status::Ok();
 }
 
 }  // namespace eraid

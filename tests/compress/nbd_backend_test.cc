@@ -320,6 +320,121 @@ TEST(NbdBackendTest, AHungServerFailsAReadAtTheDeadline) {
   server.Signal(SIGCONT);
 }
 
+// Read lanes: a synchronous read goes on a connection of its own only where a flush has
+// covered every write to it. A read of data written since goes on the main connection and
+// sees the new data; the poller flushes such writes after kLaneFlushMs, and reads of them
+// then go on lanes again.
+TEST(NbdBackendTest, ReadsGoOnLanesOnlyWhereAFlushCoversTheWrites) {
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server);
+  ASSERT_NE(b, nullptr);
+  const auto v1 = Pattern(1, kBlockSize), v2 = Pattern(2, kBlockSize);
+  std::vector<std::byte> got(kBlockSize);
+  ASSERT_TRUE(b->Write(Lba(5), v1).ok());
+  ASSERT_TRUE(b->Read(Lba(5), got).ok());
+  EXPECT_EQ(got, v1);
+  EXPECT_EQ(b->link_stats().lane_reads, 0u) << "an unflushed write is read on its own connection";
+  ASSERT_TRUE(b->Read(Lba(100), got).ok());
+  EXPECT_EQ(b->link_stats().lane_reads, 1u) << "a block never written goes on a lane";
+  EXPECT_EQ(b->link_stats().lanes, 1u);
+
+  ASSERT_TRUE(b->Flush().ok());
+  ASSERT_TRUE(b->Read(Lba(5), got).ok());
+  EXPECT_EQ(got, v1);
+  EXPECT_EQ(b->link_stats().lane_reads, 2u) << "flushed: a lane";
+
+  // Overwritten: the read right after sees the new data, on the main connection; so does a
+  // byte read that only touches the block's first bytes.
+  ASSERT_TRUE(b->Write(Lba(5), v2).ok());
+  const auto written = Clock::now();
+  ASSERT_TRUE(b->Read(Lba(5), got).ok());
+  EXPECT_EQ(got, v2);
+  std::vector<std::byte> part(100);
+  ASSERT_TRUE(b->ReadBytes(BlocksToBytes(5) - 50, part).ok());
+  EXPECT_EQ(0, std::memcmp(part.data() + 50, v2.data(), 50));
+  EXPECT_EQ(b->link_stats().lane_reads, 2u);
+  ASSERT_TRUE(b->ReadBytes(BlocksToBytes(5) - 100, part).ok());  // ends where block 5 starts
+  EXPECT_EQ(b->link_stats().lane_reads, 3u);
+
+  // Unflushed by the user: the poller flushes it, and the block's reads go on lanes again.
+  const uint64_t before = b->link_stats().lane_reads;
+  while (b->link_stats().lane_reads == before && Clock::now() < written + std::chrono::seconds(10)) {
+    ASSERT_TRUE(b->Read(Lba(5), got).ok());
+    ASSERT_EQ(got, v2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(b->link_stats().lane_reads, before + 1);
+  EXPECT_GE(Clock::now() - written, std::chrono::milliseconds(NbdBackend::kLaneFlushMs));
+  EXPECT_FALSE(b->failed());
+}
+
+// A server that does not promise multi-conn, or takes only one connection: every read on
+// the main connection, and nothing failed.
+TEST(NbdBackendTest, NoLanesWithoutMultiConnOrASecondConnection) {
+  for (const std::vector<std::string>& plugin :
+       {std::vector<std::string>{"--filter=multi-conn", "memory", "16M", "multi-conn-mode=disable"},
+        std::vector<std::string>{"--filter=limit", "memory", "16M", "limit=1"}}) {
+    SCOPED_TRACE(plugin[0]);
+    Nbdkit server(plugin);
+    ASSERT_TRUE(server.up());
+    auto b = Connect(server);
+    ASSERT_NE(b, nullptr);
+    const auto data = Pattern(3, kBlockSize);
+    ASSERT_TRUE(b->Write(Lba(7), data).ok());
+    ASSERT_TRUE(b->Flush().ok());
+    std::vector<std::byte> got(kBlockSize);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(b->Read(Lba(7), got).ok());
+      EXPECT_EQ(got, data);
+    }
+    EXPECT_EQ(b->link_stats().lane_reads, 0u);
+    EXPECT_EQ(b->link_stats().lanes, 0u);
+    EXPECT_FALSE(b->failed());
+  }
+}
+
+// Readers and writers at once, each thread on blocks of its own, with flushes now and
+// then: every read sees the thread's last write, whichever connection it went on.
+TEST(NbdBackendTest, ConcurrentReadersSeeTheLastWriteOnLanesOrNot) {
+  const uint64_t seed = TestSeed();
+  std::cout << "seed " << seed << " (ERAID_SEED to replay)\n";
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server);
+  ASSERT_NE(b, nullptr);
+  constexpr int kThreads = 4, kBlocks = 32, kOps = 400;
+  std::atomic<int> mismatches{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + t);
+      std::vector<std::vector<std::byte>> model(kBlocks, std::vector<std::byte>(kBlockSize));
+      std::vector<std::byte> got(kBlockSize);
+      for (int i = 0; i < kOps; ++i) {
+        const uint64_t k = rng() % kBlocks, lba = t * kBlocks + k;
+        const uint64_t op = rng() % 10;
+        if (op < 3) {
+          model[k] = Pattern(rng(), kBlockSize);
+          errors += !b->Write(Lba(lba), model[k]).ok();
+        } else if (op == 3) {
+          errors += !b->Flush().ok();
+        } else {
+          errors += !b->Read(Lba(lba), got).ok();
+          mismatches += got != model[k];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  const NbdLinkStats st = b->link_stats();
+  EXPECT_GT(st.lane_reads, 0u);
+  EXPECT_LE(st.lanes, NbdBackend::kMaxLanes);
+  std::cout << "lane reads " << st.lane_reads << " of " << st.requests << " requests, " << st.lanes << " lanes\n";
+}
+
 TEST(NbdBackendTest, AKilledServerFailsTheBackendAtOnce) {
   Nbdkit server({"memory", "16M"});
   ASSERT_TRUE(server.up());
