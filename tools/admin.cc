@@ -165,9 +165,11 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
       const NbdLinkStats& l = *links[d];
       link.Str("uri", l.uri).Str("state", l.state).Str("error", l.error).Int("requests", l.requests)
           .Int("timeouts", l.timeouts).Int("latency_p50_us", l.p50_us).Int("latency_p99_us", l.p99_us)
-          .Int("abandoned_writes", l.abandoned).Bool("draining", l.draining);
+          .Int("abandoned_writes", l.abandoned).Bool("draining", l.draining)
+          .Int("lane_reads", l.lane_reads).Int("lanes", l.lanes);
       link_text = "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
                   std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
+                  (l.lanes > 0 ? "  (" + std::to_string(l.lane_reads) + " reads on " + std::to_string(l.lanes) + " lanes)" : "") +
                   (l.error.empty() ? "" : "  (" + l.error + ")") +
                   (l.draining ? "  " + std::to_string(l.abandoned) + " abandoned writes may still land" : "") + "\n";
     }

@@ -186,6 +186,13 @@ for d in 0 1 2 3; do status_check $d ok connected; done
 echo "== 1. drive host 1 hangs (SIGSTOP)"
 fio_with_fault hang "kill -STOP ${PIDS[1]}"
 status_check 1 failed failed "within $((TIMEOUT_S * 1000)) ms"
+# The verify's reads of flushed records went on the healthy drives' read lanes (nbdkit's
+# file plugin offers multi-conn).
+"$ERAID" status --dir "$A" --json | python3 -c '
+import json, sys
+links = [x["link"] for x in json.load(sys.stdin)["devices"] if x["state"] == "ok"]
+assert all(l["lanes"] <= 8 for l in links) and sum(l["lane_reads"] for l in links) > 0, links
+print("lane reads:", [l["lane_reads"] for l in links])'
 resume_host 1
 rebuild_onto 1 $SPARE   # device 1 now lives on host 4; host 1 is free
 SPARE=1
