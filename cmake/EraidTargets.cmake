@@ -20,6 +20,11 @@ elseif(ERAID_SANITIZE STREQUAL "fuzzer")
 elseif(NOT ERAID_SANITIZE STREQUAL "")
   message(FATAL_ERROR "ERAID_SANITIZE must be '', 'address', 'thread' or 'fuzzer'")
 endif()
+if(NOT ERAID_SANITIZE STREQUAL "")
+  # Line tables are all a sanitizer's report needs; full debug info (-g) only slows the
+  # three sanitizer builds that CI's time budget has to hold.
+  add_compile_options(-g1)
+endif()
 
 # nbdkit is not built with sanitizers: to load a sanitized plugin, the tests that start it
 # preload the runtime into it (tools/serve.cc reads ERAID_NBDKIT_PRELOAD).
