@@ -35,7 +35,9 @@ class Nbdkit {
     std::string tmpl = (std::filesystem::temp_directory_path() / "eraid-nbd.XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return;
     dir_ = tmpl;
-    std::vector<std::string> args{"nbdkit", "-f", "--exit-with-parent", "-U", socket()};
+    // -P: nbdkit writes its pid file once it accepts connections (the socket file exists
+    // from bind(), before listen(): a connect then can be refused).
+    std::vector<std::string> args{"nbdkit", "-f", "--exit-with-parent", "-P", pidfile(), "-U", socket()};
     args.insert(args.end(), plugin.begin(), plugin.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -45,9 +47,7 @@ class Nbdkit {
       ::execvp("nbdkit", argv.data());
       ::_exit(127);
     }
-    for (int i = 0; i < 1000 && !std::filesystem::exists(socket()); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    for (int i = 0; i < 1000 && !up(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ~Nbdkit() {
     if (pid_ > 0) {
@@ -60,7 +60,11 @@ class Nbdkit {
   }
   std::string socket() const { return dir_ + "/nbd.sock"; }
   std::string uri() const { return "nbd+unix:///?socket=" + socket(); }
-  bool up() const { return pid_ > 0 && std::filesystem::exists(socket()); }
+  std::string pidfile() const { return dir_ + "/nbdkit.pid"; }
+  bool up() const {
+    std::error_code ec;
+    return pid_ > 0 && std::filesystem::file_size(pidfile(), ec) > 0 && !ec;
+  }
   // SIGSTOP returns once the server is stopped (a signal is delivered asynchronously: a
   // request sent right after kill() could still be answered).
   void Signal(int sig) {

@@ -82,9 +82,9 @@ for dir in "$RAMWORK" "$WORK"; do
   "$ERAID" create --dir "$dir/array" --devices 4 --device-size "$DEVSIZE" >/dev/null
   "$ERAID" serve --dir "$dir/array" --daemon >/dev/null
 done
-nbdkit -f --exit-with-parent --threads 1 --unix "$WORK/mem.sock" memory 2G &
+nbdkit -f --exit-with-parent --threads 1 -P "$WORK/mem.pid" --unix "$WORK/mem.sock" memory 2G &
 MEMPID=$!
-for _ in $(seq 100); do [ -S "$WORK/mem.sock" ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ -s "$WORK/mem.pid" ] && break; sleep 0.05; done  # written once it listens
 # The process that serves each target: the memory plugin's nbdkit, and the nbdkit that
 # each `eraid serve` daemon runs (its child).
 declare -A SPID=([memory]=$MEMPID)

@@ -67,9 +67,9 @@ DEVICES=()
 for k in 0 1 2 3; do DEVICES+=(--device "nbd://127.0.0.1:$((PORT0 + k))/"); done
 array_up "$ERAID" "$WORK/remote" --io-timeout 5 "${DEVICES[@]}"
 # The transport's ceiling, as in nbd-bench: nbdkit's memory plugin with one thread.
-nbdkit -f --exit-with-parent --threads 1 --unix "$WORK/mem.sock" memory 2G &
+nbdkit -f --exit-with-parent --threads 1 -P "$WORK/mem.pid" --unix "$WORK/mem.sock" memory 2G &
 MEMPID=$!
-for _ in $(seq 100); do [ -S "$WORK/mem.sock" ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ -s "$WORK/mem.pid" ] && break; sleep 0.05; done  # written once it listens
 TARGETS=(memory local remote)
 declare -A URI=([memory]="nbd+unix:///?socket=$WORK/mem.sock" [local]="nbd+unix:///?socket=$WORK/local/nbd.sock"
                 [remote]="nbd+unix:///?socket=$WORK/remote/nbd.sock")
