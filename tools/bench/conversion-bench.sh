@@ -53,6 +53,8 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 "$ERAID" create --dir "$A" --devices 4 --device-size "$DEVSIZE" --policy manual >/dev/null
 "$ERAID" serve --dir "$A" --daemon >/dev/null
 URI="nbd+unix:///?socket=$A/nbd.sock"
+SPID=$(serve_pid "$A")
+[ -n "$SPID" ] || { echo "conversion-bench: cannot find the nbdkit process serving $A" >&2; exit 1; }
 fio_run() {
   local rw=$1; shift
   fio --name=bench --ioengine=nbd --uri="$URI" --rw="$rw" --bs=4k --iodepth=16 --size="$REGION" \
@@ -84,7 +86,7 @@ for to in raid10 raid5; do
   IDLE+="$(awk -v b="$b" -v t="$t" -v to="$to" 'BEGIN {printf "to %s %.0f MB/s; ", to, (t > 0 ? b / t / 1048576 : 0)}')"
 done
 ROWS=""
-CSV="rw,rate_mb_s,iops,ratio,converted_mb_s,p50_us,p99_us"
+CSV="rw,rate_mb_s,iops,ratio,converted_mb_s,p50_us,p99_us,server_cpu_us_per_io,switches_per_io"
 for rw in randread randwrite; do
   BASE=0
   for rate in 0 100 200 400; do
@@ -96,7 +98,9 @@ for rw in randread randwrite; do
     fi
     before=$(conversions)
     t0=$(date +%s.%N)
+    cost_begin "$SPID" "$WORK/perf.out"
     line=$(fio_run "$rw" --time_based --runtime="$RUNTIME" --randrepeat=0)
+    cost_end
     t1=$(date +%s.%N)
     after=$(conversions)
     stop_loop
@@ -109,9 +113,12 @@ for rw in randread randwrite; do
     ratio=$(awk -v a="$iops" -v b="$BASE" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
     moved=$(awk -v n="$((after - before))" -v s="$SEGMENT_BYTES" -v t0="$t0" -v t1="$t1" \
             'BEGIN {printf "%.0f", n * s / (t1 - t0) / 1048576}')
-    CSV+=$'\n'"$rw,$rate,$iops,$ratio,$moved,$p50,$p99"
+    ios=$(awk -v i="$iops" -v t="$RUNTIME" 'BEGIN {printf "%.0f", i * t}')
+    us=$(per_io "$(awk -v ms="$COST_CPU_MS" 'BEGIN {print ms * 1000}')" "$ios" "%.1f")
+    cs=$(per_io "$COST_CS" "$ios" "%.2f")
+    CSV+=$'\n'"$rw,$rate,$iops,$ratio,$moved,$p50,$p99,$us,$cs"
     label=$([ "$rate" = 0 ] && echo "none" || echo "$rate MB/s")
-    ROWS+="| $rw | $label | $moved | $iops | **$ratio×** | $p50 / $p99 |"$'\n'
+    ROWS+="| $rw | $label | $moved | $iops | **$ratio×** | $p50 / $p99 | $us / $cs |"$'\n'
   done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -127,8 +134,11 @@ OUT=$WORK/section.md
   echo "Unthrottled, with no user I/O, one conversion thread converts: ${IDLE%; }."
   echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER (the run's own fio, nbdkit and conversions)."
   echo
-  echo "| pattern | throttle | converted (MB/s) | IOPS | vs no conversion | p50 / p99 (µs) |"
-  echo "|---|---|---|---|---|---|"
+  echo "Server CPU and switches: the serving nbdkit process's over the fio run$([ "$COST_PERF" = 1 ] && echo " (\`perf stat -p\`)" || echo " (switches not measured: no perf)"), conversions"
+  echo "included, per user I/O."
+  echo
+  echo "| pattern | throttle | converted (MB/s) | IOPS | vs no conversion | p50 / p99 (µs) | server CPU µs / switches per I/O |"
+  echo "|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
 } > "$OUT"
 if [ "$QUICK" = 1 ]; then
