@@ -39,6 +39,11 @@ declare -a PIDS URIS
 NETNS=0
 cleanup() {
   "$ERAID" stop --dir "$WORK/array" >/dev/null 2>&1 || true
+  # Under ASan, a stopped server's nbdkit can hang in exit() after the array is closed
+  # (libp11-kit's destructor waiting on glibc's locale lock), the earlier restarts' too:
+  # nothing of the array is left in them, so any that remain are killed.
+  pkill -KILL -f -- "dir=$WORK/array" 2>/dev/null || true
+  pkill -KILL -f -- "serve --dir $WORK/array" 2>/dev/null || true
   # SIGKILL: a host whose link was cut still holds the dead connection, and nbdkit
   # waits for its connections before it exits on SIGTERM.
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
