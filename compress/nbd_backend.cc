@@ -110,8 +110,9 @@ struct Closer {
   }
 };
 
-// A connected handle, within the deadline; the caller closes it.
-Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms) {
+// A connected handle, within the deadline; the caller closes it. *timed_out (if given)
+// tells a server that did not answer in time from one that refused.
+Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* timed_out = nullptr) {
   const std::string shown = NbdBackend::Redact(uri);
   nbd_handle* h = nbd_create();
   if (h == nullptr) return Status::IoError(LastError("nbd_create"));
@@ -127,6 +128,7 @@ Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms) {
   while (nbd_aio_is_connecting(h) == 1) {
     const uint64_t now = NowNs();
     if (now >= deadline) {
+      if (timed_out != nullptr) *timed_out = true;
       return Status::IoError("connect to " + shown + ": no answer within " + std::to_string(timeout_ms) + " ms");
     }
     const int ms = static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
@@ -636,9 +638,10 @@ NbdBackend::Lane* NbdBackend::TakeLane() {
   // not take another connection (or not the same export) only closes the lanes.
   auto lane = std::make_unique<Lane>();
   bool refused = false;
-  Result<nbd_handle*> h = Connect(uri_, timeout_ms());
+  bool timed_out = false;
+  Result<nbd_handle*> h = Connect(uri_, timeout_ms(), &timed_out);
   if (!h.ok()) {
-    if (h.status().message().find("no answer within") != std::string::npos) {
+    if (timed_out) {
       Fail(h.status().message());
     } else {
       refused = true;
