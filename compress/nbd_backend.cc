@@ -690,7 +690,7 @@ std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byt
     return std::nullopt;
   }
   const uint64_t start = NowNs();
-  auto fail = [&](const std::string& why) {
+  auto fail = [&](const std::string& why) {  // the first failure's reason is the one kept
     GiveLane(lane, /*broken=*/true);
     Fail(why);
     std::lock_guard lock(mu_);
@@ -706,11 +706,8 @@ std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byt
       const int err = nbd_get_errno();
       return fail(std::string(std::strerror(err != 0 ? err : EIO)) + " (offset " + std::to_string(offset) + ")");
     }
-    if (failed()) {  // the main connection (or another lane) failed it meanwhile
-      GiveLane(lane, /*broken=*/true);
-      std::lock_guard lock(mu_);
-      return Status::IoError(name() + " has failed: " + error_);
-    }
+    // The main connection (or another lane) failed it meanwhile: Fail keeps that reason.
+    if (failed()) return fail("");
     const uint32_t limit_ms = timeout_ms();
     const uint64_t now = NowNs(), due = start + limit_ms * 1000000ull;
     if (now >= due) {
