@@ -219,9 +219,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   // thread runs one, outside the lock, so no writer waits for it.
   if (free_due) {
     std::lock_guard fl(flush_mu_);
-    gc_flush_wanted_ = true;
-    if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
-    gc_flush_cv_.notify_one();
+    WakeFlusherLocked();
   }
   return Status::Ok();
 }
@@ -290,7 +288,19 @@ Status Volume::Flush() {
     ++flush_rounds_;
     flush_status_ = s;
     flush_cv_.notify_all();
+    // The victims freed above give their space back (trims) only after the flush that
+    // makes their frees durable: the flusher runs it now, rather than whenever someone
+    // next flushes — in a read-only phase, never, and the drives would keep holding
+    // blocks nobody owns, against the scheduler's budget. (That flush frees no victims,
+    // unless GC collected more meanwhile, so this does not repeat on its own.)
+    if (s.ok() && victims != 0) WakeFlusherLocked();
   }
+}
+
+void Volume::WakeFlusherLocked() {
+  gc_flush_wanted_ = true;
+  if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
+  gc_flush_cv_.notify_one();
 }
 
 void Volume::SetListener(VolumeListener* listener) {

@@ -168,8 +168,10 @@ class Volume {
   bool flush_running_ = false;
   Status flush_status_;           // the last round's outcome
   // GC's victims are freed by a flush round this thread runs when a writer finds enough
-  // of them waiting (started at the first; under flush_mu_).
+  // of them waiting (started at the first; under flush_mu_), and a round that freed
+  // victims is followed by one that trims them.
   void GcFlusher();
+  void WakeFlusherLocked();  // under flush_mu_
   std::thread gc_flusher_;
   std::condition_variable gc_flush_cv_;
   bool gc_flush_wanted_ = false, gc_flusher_stop_ = false;

@@ -1675,6 +1675,9 @@ ArrayStats ElasticArray::stats() const {
   s.segments = geometry_.segments;
   s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;
   s.user_blocks = s.raid10_user_blocks = 0;
+  s.untrimmed_free_segments = static_cast<uint32_t>(frees_awaiting_flush_.size());
+  s.pending_unmirror_trims = 0;
+  for (const auto& [seg, t] : unmirror_awaiting_flush_) s.pending_unmirror_trims += t.size();
   for (const auto& seg : segments_) {
     switch (seg->entry.scheme) {
       case SegmentScheme::kFree: ++s.free_segments; continue;

@@ -81,6 +81,10 @@ struct ArrayStats {
   uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
   uint64_t packed_blocks = 0;       // blocks compressed here for the drives (set_row_codec)
   uint64_t row_writer_rows = 0;     // full rows written by the row writer (StartRowWriter)
+  // Freed segments whose space the drives still hold: their trims follow the flush that
+  // makes the free durable (docs/raid.md).
+  uint32_t untrimmed_free_segments = 0;
+  uint64_t pending_unmirror_trims = 0;  // slot-2 copies waiting for a flush to be trimmed
   bool degraded = false;            // some device failed or rebuilding
   bool data_at_risk = false;        // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;
