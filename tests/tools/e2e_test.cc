@@ -199,28 +199,35 @@ class E2eHotTest : public E2eTest {
     o.scheduler.beta = 0.67;
     o.scheduler.hotness.half_life_ms = 2000;
   }
-  // The share of the blocks in [from, to) twentieths of the volume that live in RAID10
-  // segments: with reads uniform inside a zone, the share of its reads RAID10 serves.
-  double ZoneShare(int from, int to) {
+  // Of the blocks in [from, to) twentieths of the volume, the shares that live in RAID10
+  // segments (with reads uniform inside a zone, the share of its reads RAID10 serves) and
+  // in open ones (which no scheduler converts: they are still being written).
+  struct Shares {
+    double mirrored = 0, open = 0;
+  };
+  Shares ZoneShares(int from, int to) {
     const std::string text = Admin({"inspect", "20", "--json"}).text;
-    double all = 0, mirrored = 0;
-    // Each segment object: {"index":N,"scheme":"raid10",...,"lba_histogram":[a,b,...],...}.
+    double all = 0, mirrored = 0, open = 0;
+    // Each segment object: {"index":N,"scheme":"raid10","state":"open",...,"lba_histogram":[a,b,...],...}.
     for (size_t at = text.find("{\"index\":"); at != std::string::npos; at = text.find("{\"index\":", at + 1)) {
       const size_t end = text.find('}', at);
       const std::string seg = text.substr(at, end - at);
       const size_t h = seg.find("\"lba_histogram\":[");
       if (h == std::string::npos) continue;
       const bool raid10 = seg.find("\"scheme\":\"raid10\"") != std::string::npos;
+      const bool is_open = seg.find("\"state\":\"open\"") != std::string::npos;
       std::stringstream bins(seg.substr(h + 17, seg.find(']', h) - h - 17));
       std::string v;
       for (int bin = 0; std::getline(bins, v, ','); ++bin) {
         if (bin < from || bin >= to) continue;
         all += std::stod(v);
         if (raid10) mirrored += std::stod(v);
+        if (is_open) open += std::stod(v);
       }
     }
-    return all > 0 ? mirrored / all : 0;
+    return all > 0 ? Shares{mirrored / all, open / all} : Shares{};
   }
+  double ZoneShare(int from, int to) { return ZoneShares(from, to).mirrored; }
   double Conversions() {
     const std::string st = Admin({"status", "--json"}).text;
     return JsonNumber(st, "to_raid10") + JsonNumber(st, "to_raid5");
@@ -240,6 +247,10 @@ class E2eHotTest : public E2eTest {
       if (ZoneShare(from, to) >= 0.9) return t;
       Read(zones, 2);
     }
+    // What the scheduler saw, for whoever reads the failure: each segment's scheme, state,
+    // valid blocks, LBA range and hotness density.
+    std::printf("not converged; status and segments:\n%s\n%s\n", Admin({"status"}).text.c_str(),
+                Admin({"inspect"}).text.c_str());
     return -1;
   }
 };
@@ -251,7 +262,15 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
   // The last fifth first, then the middle one: both born RAID5 (the first segments took the
   // room for births), so the scheduler has to demote to mirror them.
   const std::string last = "zoned:20/80:80/20", middle = "zoned:10/40:80/20:10/40";
-  std::printf("before: last fifth %.3f RAID10, middle %.3f\n", ZoneShare(16, 20), ZoneShare(8, 12));
+  const Shares l0 = ZoneShares(16, 20), m0 = ZoneShares(8, 12);
+  std::printf("before: last fifth %.3f RAID10 %.3f open, middle %.3f RAID10 %.3f open\n", l0.mirrored, l0.open,
+              m0.mirrored, m0.open);
+  {
+    const std::string st = Admin({"status", "--json"}).text;
+    std::printf("after the fill: born RAID10 %.0f, RAID5 %.0f; GC wrote %.0f MiB; log WA %.3f\n",
+                JsonNumber(st, "born_raid10"), JsonNumber(st, "born_raid5"), JsonNumber(st, "gc_written_bytes") / 1048576,
+                JsonNumber(st, "log"));
+  }
   const int t1 = Converge(last, 16, 20, 60);
   std::printf("last fifth mirrored (>= 0.9) after %d s\n", t1);
   ASSERT_GE(t1, 0) << "the hot fifth is mirrored within 60 s";
@@ -261,11 +280,21 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
   Read(last, 20);
   const double stable = Conversions() - before;
   std::printf("stable: %.0f conversions in 20 s; last fifth %.3f\n", stable, ZoneShare(16, 20));
+  {
+    const std::string st = Admin({"status", "--json"}).text;
+    std::printf("physical %.1f MiB, budget use %.3f, RAID10 segments %.0f, open %.0f, freed but untrimmed %.0f\n",
+                JsonNumber(st, "physical_bytes") / 1048576, JsonNumber(st, "budget_use"), JsonNumber(st, "raid10"),
+                JsonNumber(st, "open"), JsonNumber(st, "untrimmed_free"));
+    // The budget counts what the drives hold: a freed segment must not keep its space
+    // through a read-only phase (in CI one did, and the hot fifth stopped at 0.907).
+    EXPECT_EQ(JsonNumber(st, "untrimmed_free", -1), 0) << st;
+  }
   EXPECT_LE(stable, 3) << "a stable workload must not churn";
   EXPECT_GE(ZoneShare(16, 20), 0.9);
   const std::string st = Admin({"status", "--json"}).text;
   EXPECT_GE(JsonNumber(st, "budget_use"), 0.95) << "with the budget full\n" << st;
-  EXPECT_GE(JsonNumber(st, "hot_read_coverage"), 0.8) << "the hot reads (80%) are served by RAID10\n" << st;
+  // 80% of the reads go to the hot fifth, and at least 0.9 of it is mirrored (above).
+  EXPECT_GE(JsonNumber(st, "hot_read_coverage"), 0.8 * 0.9) << "the hot reads (80%) are served by RAID10\n" << st;
   // The hot zone moves to the middle fifth.
   const int t2 = Converge(middle, 8, 12, 60);
   const double old_zone = ZoneShare(16, 20);
