@@ -1,5 +1,8 @@
 # Compile options shared by every eraid target, and the sanitizer switch.
-set(ERAID_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+set(ERAID_WARNINGS -Wall -Wextra -Wno-missing-field-initializers)
+if(ERAID_WERROR)
+  list(APPEND ERAID_WARNINGS -Werror)
+endif()
 
 if(ERAID_SANITIZE STREQUAL "address")
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer

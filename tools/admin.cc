@@ -41,12 +41,18 @@ class Json {
   Json& Null(const std::string& k) { return Raw(k, "null"); }
   Json& Ints(const std::string& k, const std::vector<uint32_t>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) {  // (not `(i ? "," : "") + ...`: GCC 12's -Wrestrict at -O3)
+      if (i) s += ',';
+      s += std::to_string(v[i]);
+    }
     return Raw(k, s + "]");
   }
   Json& Arr(const std::string& k, const std::vector<Json>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i].str();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) s += ',';
+      s += v[i].str();
+    }
     return Raw(k, s + "]");
   }
   std::string str() const { return "{" + body_ + "}"; }

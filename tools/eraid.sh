@@ -3,6 +3,7 @@
 #   tools/eraid.sh demo      the main job (see README)
 #   tools/eraid.sh test      the whole test suite: a release build, then ASan+UBSan, then
 #                            the concurrent paths under TSan, then a short libFuzzer run
+#                            (warnings are errors in these builds: ERAID_WERROR)
 #   tools/eraid.sh build     just build (build/)
 # Options for test: --no-sanitize (only the release pass), -j N. Environment:
 # ERAID_FUZZ_SECONDS (per fuzz target, default 10).
@@ -48,18 +49,19 @@ case "$cmd" in
     ;;
   test)
     tools/install-deps.sh
-    build build
+    # Warnings are errors in the project's own builds (CMake's ERAID_WERROR; off for users).
+    build build -DERAID_WERROR=ON
     (cd build && ctest --output-on-failure -j "$JOBS")
     if [ "$sanitize" = 1 ]; then
       echo "== the same suite under ASan+UBSan =="
-      build build-asan -DERAID_SANITIZE=address -DERAID_BUILD_BENCH=OFF
+      build build-asan -DERAID_WERROR=ON -DERAID_SANITIZE=address -DERAID_BUILD_BENCH=OFF
       (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
          ctest --output-on-failure -j "$JOBS")
       echo "== the concurrent paths under TSan =="
-      build build-tsan -DERAID_SANITIZE=thread -DERAID_BUILD_BENCH=OFF -- "${TSAN_TARGETS[@]}"
+      build build-tsan -DERAID_WERROR=ON -DERAID_SANITIZE=thread -DERAID_BUILD_BENCH=OFF -- "${TSAN_TARGETS[@]}"
       (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j "$JOBS" -R "$TSAN_TESTS")
       echo "== the decoders and trace parsers under libFuzzer (${ERAID_FUZZ_SECONDS:-10} s each) =="
-      CC=clang CXX=clang++ build build-fuzz -DERAID_SANITIZE=fuzzer -DERAID_FUZZ_SECONDS="${ERAID_FUZZ_SECONDS:-10}"
+      CC=clang CXX=clang++ build build-fuzz -DERAID_WERROR=ON -DERAID_SANITIZE=fuzzer -DERAID_FUZZ_SECONDS="${ERAID_FUZZ_SECONDS:-10}"
       (cd build-fuzz && ctest --output-on-failure -j "$JOBS")
     fi
     ;;

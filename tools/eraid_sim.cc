@@ -305,7 +305,8 @@ void PrintVolumes(const Replay& r, const TraceInfo& info) {
     const EngineStats& st = v.engine->stats();
     std::string classes;
     for (size_t c = 0; c < st.user_per_class.size(); ++c) {
-      classes += (c ? " " : "") + std::to_string(st.user_per_class[c]) + "/" + std::to_string(st.gc_per_class[c]);
+      if (c) classes += ' ';  // (not `(c ? " " : "") + ...`: GCC 12's -Wrestrict at -O3)
+      classes += std::to_string(st.user_per_class[c]) + "/" + std::to_string(st.gc_per_class[c]);
     }
     std::printf("%-14s %12llu %12llu %8.4f %10.3f %10.1f %12llu  %s\n", info.volumes[i].c_str(),
                 (unsigned long long)st.user_blocks, (unsigned long long)st.gc_blocks, st.wa(), Median(st.victim_gps),
