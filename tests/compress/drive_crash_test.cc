@@ -17,6 +17,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
+#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
@@ -132,15 +133,7 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
 }
 
 TEST(DriveCrashTest, FlushedWritesSurviveRandomPowerCuts) {
-  std::vector<uint64_t> seeds;
-  if (const char* s = std::getenv("ERAID_SEED")) {
-    seeds.push_back(std::strtoull(s, nullptr, 10));
-  } else {
-    const char* k = std::getenv("ERAID_CRASH_SEEDS");
-    int count = k ? std::atoi(k) : 24;
-    uint64_t base = std::random_device{}();
-    for (int i = 0; i < count; ++i) seeds.push_back(base + static_cast<uint64_t>(i));
-  }
+  const std::vector<uint64_t> seeds = TestSeeds("ERAID_CRASH_SEEDS", 24);
   CrashStats totals;
   for (uint64_t seed : seeds) {
     std::printf("seed=%llu\n", (unsigned long long)seed);

@@ -82,16 +82,13 @@ TEST_P(VolumeTest, ModelWithGcAndReopen) {
 INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest, ::testing::Values("sepbit", "nosep", "sepgc", "dac", "hybrid"));
 
 TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
-  const char* env = std::getenv("ERAID_VOLUME_CRASH_SEEDS");
-  const int seeds = env ? std::atoi(env) : 6;
-  const uint64_t base = std::random_device{}();
-  for (int k = 0; k < seeds; ++k) {
-    const uint64_t seed = base + static_cast<uint64_t>(k);
+  const std::vector<uint64_t> seeds = TestSeeds("ERAID_VOLUME_CRASH_SEEDS", 6);
+  for (const uint64_t seed : seeds) {
     std::printf("seed=%llu\n", (unsigned long long)seed);
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
     // GC victims freed one per flush of their copies, or several (as on a large array).
-    Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, /*gc_frees_per_flush=*/1 + k % 3);
+    Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, /*gc_frees_per_flush=*/1 + seed % 3);  // (of the seed: a replay runs the same)
     const uint64_t cap = rig.volume->capacity_blocks();
     Model model;
     Block buf(BlocksToBytes(4)), back(kBlockSize);

@@ -223,15 +223,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
 }
 
 TEST(ArrayCrashTest, PowerCutsKeepFlushedDataAndRedundancy) {
-  std::vector<uint64_t> seeds;
-  if (const char* s = std::getenv("ERAID_SEED")) {
-    seeds.push_back(std::strtoull(s, nullptr, 10));
-  } else {
-    const char* k = std::getenv("ERAID_RAID_CRASH_SEEDS");
-    int count = k ? std::atoi(k) : 200;
-    uint64_t base = std::random_device{}();
-    for (int i = 0; i < count; ++i) seeds.push_back(base + static_cast<uint64_t>(i));
-  }
+  const std::vector<uint64_t> seeds = TestSeeds("ERAID_RAID_CRASH_SEEDS", 200);
   Totals totals;
   for (uint64_t seed : seeds) {
     std::printf("seed=%llu\n", (unsigned long long)seed);

@@ -511,12 +511,9 @@ namespace {
 // the devices alone, and every block holds its value at the last completed flush or one
 // written after it.
 TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
-  const char* env = std::getenv("ERAID_SCHEDULER_CRASH_SEEDS");
-  const int seeds = env ? std::atoi(env) : 8;
-  const uint64_t base = std::random_device{}();
+  const std::vector<uint64_t> seeds = TestSeeds("ERAID_SCHEDULER_CRASH_SEEDS", 8);
   uint64_t cuts = 0, conversions = 0, cuts_in_steps = 0;
-  for (int k = 0; k < seeds; ++k) {
-    const uint64_t seed = base + static_cast<uint64_t>(k);
+  for (const uint64_t seed : seeds) {
     std::printf("seed=%llu\n", (unsigned long long)seed);
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
@@ -552,7 +549,7 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
       // Conversions both ways, and the elastic policy's own choices (its budget here is
       // the whole flash, so it mirrors what it may and demotes what pressure asks).
       constexpr Policy kPolicies[] = {Policy::kRaid10, Policy::kRaid5, Policy::kElastic};
-      so.policy = kPolicies[(cut + k) % 3];
+      so.policy = kPolicies[(cut + seed) % 3];  // (of the seed: a replay runs the same)
       auto sched = std::make_unique<Scheduler>(*array, *volume, physical, so);
       power.CrashAfterOps(500 + rng() % 6000, rng());
       Block b(kBlockSize);
