@@ -13,7 +13,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) FUZZ_SECONDS=30 KILLS=40 ARRAY=500 DRIVE=24 VOLUME=12 SCHED=16 ROT=10 FAULTS=3 ;;
     --fuzz-seconds) FUZZ_SECONDS=$2; shift ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "reliability-soak: unknown option $1" >&2; exit 2 ;;
   esac
   shift

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift ;;
     --dir) TMPBASE=$2; shift ;;
     --runtime) RUNTIME=$2; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) usage_from_header "$0"; exit 0 ;;
     *) echo "conversion-bench: unknown option $1" >&2; exit 2 ;;
   esac
   shift

@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --build) BUILD=$2; shift ;;
     --dir) TMPBASE=$2; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) usage_from_header "$0"; exit 0 ;;
     *) echo "raid-bench: unknown option $1" >&2; exit 2 ;;
   esac
   shift
