@@ -84,8 +84,19 @@ Volume::~Volume() {
 void Volume::GcFlusher() {
   std::unique_lock fl(flush_mu_);
   for (;;) {
-    gc_flush_cv_.wait(fl, [&] { return gc_flusher_stop_ || gc_flush_wanted_; });
     if (gc_flusher_stop_) return;
+    // Freed victims' trims: any round that completed since the one that freed them
+    // trimmed them (they were queued before it began); else one is run at the deadline.
+    if (trim_flush_due_ && flush_rounds_ != trim_flush_round_) trim_flush_due_ = false;
+    const bool trims_now = trim_flush_due_ && std::chrono::steady_clock::now() >= trim_flush_at_;
+    if (!gc_flush_wanted_ && !trims_now) {
+      if (trim_flush_due_) {
+        gc_flush_cv_.wait_until(fl, trim_flush_at_);
+      } else {
+        gc_flush_cv_.wait(fl);
+      }
+      continue;
+    }
     gc_flush_wanted_ = false;
     fl.unlock();
     (void)Flush();  // its outcome is the next flush's to report (flush_status_)
@@ -289,17 +300,27 @@ Status Volume::Flush() {
     flush_status_ = s;
     flush_cv_.notify_all();
     // The victims freed above give their space back (trims) only after the flush that
-    // makes their frees durable: the flusher runs it now, rather than whenever someone
-    // next flushes — in a read-only phase, never, and the drives would keep holding
-    // blocks nobody owns, against the scheduler's budget. (That flush frees no victims,
-    // unless GC collected more meanwhile, so this does not repeat on its own.)
-    if (s.ok() && victims != 0) WakeFlusherLocked();
+    // makes their frees durable. Under load the next round comes soon anyway; if none
+    // has within kTrimFlushDelay, the flusher runs one — else, in a read-only phase, the
+    // drives would keep holding blocks nobody owns, against the scheduler's budget.
+    // (That round frees no victims unless GC collected more, so it does not repeat.)
+    if (s.ok() && victims != 0) {
+      trim_flush_due_ = true;
+      trim_flush_round_ = flush_rounds_;
+      trim_flush_at_ = std::chrono::steady_clock::now() + kTrimFlushDelay;
+      StartFlusherLocked();
+      gc_flush_cv_.notify_one();
+    }
   }
+}
+
+void Volume::StartFlusherLocked() {
+  if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
 }
 
 void Volume::WakeFlusherLocked() {
   gc_flush_wanted_ = true;
-  if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
+  StartFlusherLocked();
   gc_flush_cv_.notify_one();
 }
 

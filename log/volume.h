@@ -17,6 +17,7 @@
 // when GC first needs it) runs the rounds that free GC's victims.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -171,10 +172,17 @@ class Volume {
   // of them waiting (started at the first; under flush_mu_), and a round that freed
   // victims is followed by one that trims them.
   void GcFlusher();
-  void WakeFlusherLocked();  // under flush_mu_
+  void StartFlusherLocked();  // under flush_mu_, as the two below
+  void WakeFlusherLocked();   // a round now
   std::thread gc_flusher_;
   std::condition_variable gc_flush_cv_;
   bool gc_flush_wanted_ = false, gc_flusher_stop_ = false;
+  // A round freed victims: unless another round completes first, the flusher runs one at
+  // trim_flush_at_, whose device flush lets their trims go.
+  static constexpr std::chrono::milliseconds kTrimFlushDelay{100};
+  bool trim_flush_due_ = false;
+  uint64_t trim_flush_round_ = 0;  // flush_rounds_ when they were freed
+  std::chrono::steady_clock::time_point trim_flush_at_;
 };
 
 }  // namespace eraid

@@ -175,8 +175,8 @@ TEST(VolumeTest, ConcurrentFlushesShareRoundsAndEachIsDurable) {
 // victims are freed after a flush (a user's, or the volume's flusher's); without a flush
 // after that, the drives kept the victims' blocks for as long as nobody flushed — through
 // a read-only phase, the scheduler then saw its budget taken by data nobody holds, and
-// mirrored less (E2eHotTest failed so in CI). The flusher follows a round that freed
-// victims with the flush that trims them.
+// mirrored less (E2eHotTest failed so in CI). When no other round follows a round that
+// freed victims within 100 ms, the flusher runs one.
 TEST(VolumeTest, GcVictimsSpaceIsTrimmedWithoutAnotherUserFlush) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
