@@ -1,5 +1,8 @@
 #include "compress/faulty_backend.h"
 
+#include <chrono>
+#include <thread>
+
 #include <cstring>
 #include <random>
 
@@ -60,6 +63,59 @@ void FaultyBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback don
 }
 
 void FaultyBackend::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  {
+    std::lock_guard lock(mu_);
+    if (reorder_) {
+      held_.push_back({lba, std::vector<std::byte>(buf.begin(), buf.end()), std::move(done),
+                       completions_.clock().NowNanos()});
+      return;
+    }
+  }
+  DoWrite(lba, buf, std::move(done));
+}
+
+void FaultyBackend::ReorderWrites(bool on, uint64_t hold_ns) {
+  {
+    std::lock_guard lock(mu_);
+    reorder_ = on;
+    hold_ns_ = hold_ns;
+  }
+  if (!on) LandHeldWrites(/*wait=*/false);
+}
+
+void FaultyBackend::LandHeldWrites(bool wait) {
+  std::vector<HeldWrite> held;
+  {
+    std::unique_lock lock(mu_);
+    if (held_.empty()) return;
+    if (wait && reorder_) {
+      // The oldest takes hold_ns to complete; whatever was submitted meanwhile is in
+      // flight beside it and lands first.
+      const uint64_t ready = held_.front().submitted_ns + hold_ns_;
+      const uint64_t now = completions_.clock().NowNanos();
+      if (now < ready) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::nanoseconds(ready - now));
+        lock.lock();
+      }
+    }
+    held.swap(held_);
+  }
+  for (auto it = held.rbegin(); it != held.rend(); ++it) DoWrite(it->lba, it->data, std::move(it->done));
+}
+
+size_t FaultyBackend::Poll(bool wait) {
+  // A poll that does not wait finds them still in flight (a real device's may be).
+  if (wait) LandHeldWrites(/*wait=*/true);
+  return completions_.Poll(wait);
+}
+
+size_t FaultyBackend::in_flight() const {
+  std::lock_guard lock(mu_);
+  return completions_.size() + held_.size();
+}
+
+void FaultyBackend::DoWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
   Status s = CheckExtent(lba, buf.size());
   if (s.ok()) {
     std::lock_guard lock(mu_);

@@ -17,6 +17,10 @@
 //     and fails with IoError.
 //   - SetLatency(ns): each operation completes no sooner than ns after submission.
 //   - CrashAfterOps(n): a power cut as the n-th operation from now starts.
+//   - ReorderWrites(true, hold_ns): each write is in flight for hold_ns; a Poll(true)
+//     then lands every write held, newest first — as io_uring's workers or an NBD server
+//     may, since neither orders writes in flight together. (A poll that does not wait
+//     lands none.)
 //
 // Thread-safety: all methods may be called concurrently.
 #pragma once
@@ -88,8 +92,8 @@ class FaultyBackend final : public Backend {
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
-  size_t Poll(bool wait) override { return completions_.Poll(wait); }
-  size_t in_flight() const override { return completions_.size(); }
+  size_t Poll(bool wait) override;
+  size_t in_flight() const override;
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
   std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override {
     return inner_.Usage(lba, count_blocks);
@@ -102,6 +106,7 @@ class FaultyBackend final : public Backend {
   Status FlipBit(Lba lba, uint32_t bit_index);
   void TearNextWrite(uint32_t keep_blocks);
   void SetLatency(uint64_t latency_ns);
+  void ReorderWrites(bool on, uint64_t hold_ns = 200'000);
 
   // Power cut. With no seed every cached block is lost; with a seed each cached block
   // independently survives with probability 1/2 (printed seeds make this replayable).
@@ -125,6 +130,9 @@ class FaultyBackend final : public Backend {
   // Returns an injected error for this operation, if any. REQUIRES: mu_ held.
   Status CheckFaultLocked(bool is_read, bool is_write, Lba lba, uint64_t count_blocks);
   void Complete(IoCallback done, Status s);
+  void DoWrite(Lba lba, std::span<const std::byte> buf, IoCallback done);
+  // Lands the writes held by ReorderWrites, newest first.
+  void LandHeldWrites(bool wait);
   // Writes cached blocks to the wrapped backend. REQUIRES: mu_ held.
   Status DestageLocked(const std::map<uint64_t, CachedBlock>& blocks);
   void CrashLocked(std::optional<uint64_t> seed);
@@ -147,6 +155,15 @@ class FaultyBackend final : public Backend {
   uint32_t tear_keep_blocks_ = 0;
   bool tear_armed_ = false;
   uint64_t latency_ns_ = 0;
+  bool reorder_ = false;
+  struct HeldWrite {
+    Lba lba;
+    std::vector<std::byte> data;
+    IoCallback done;
+    uint64_t submitted_ns;
+  };
+  std::vector<HeldWrite> held_;  // oldest first
+  uint64_t hold_ns_ = 0;
   FaultStats stats_;
 };
 
