@@ -1,6 +1,7 @@
 #include "compress/compressed_drive.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "common/crc32c.h"
@@ -44,6 +45,8 @@ struct CompressedDrive::Stream {
   std::vector<std::byte> buf;  // the open EU's bytes (zero beyond write_ptr)
   uint64_t synced_bytes = 0;   // prefix of buf known to be on flash
   uint64_t first_unsynced_seq = 0;  // oldest record not yet fully on flash; 0: none
+  // Its latest page write of the open EU (WritePagesLocked), while it may be in flight.
+  CompressedDrive::WriteDone last_write;
   bool active = false;         // a FlashAlloc range owns this stream
   uint64_t last_use = 0;
 };
@@ -745,18 +748,55 @@ Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
   uint64_t end_page = include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize
                                       : eu.write_ptr / kBlockSize;
   if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
-  uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
+  OrderAfterLastWriteLocked(s);
+  constexpr size_t kMaxInFlight = 8;  // as for sealed EUs: bounded buffers
+  if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+  const uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
+  const uint64_t bytes = BlocksToBytes(end_page - first_page);
+  FlashWrite& w = flash_writes_.emplace_back();
+  w.eu = static_cast<uint32_t>(s.eu);
+  w.buf.resize(bytes);
+  const uint64_t filled = eu.write_ptr - BlocksToBytes(first_page);  // the rest of the copy: the tail
+  std::memcpy(w.buf.data(), s.buf.data() + BlocksToBytes(first_page), std::min(filled, bytes));
   // The tail of a partial page is zeros on flash (invariant 1 fills only that), never
   // what an earlier EU left in the buffer.
-  if (BlocksToBytes(end_page) > eu.write_ptr) {
-    std::memset(s.buf.data() + eu.write_ptr, 0, BlocksToBytes(end_page) - eu.write_ptr);
-  }
-  std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
-                                   BlocksToBytes(end_page - first_page));
-  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(eu_first_block + first_page), pages));
-  stats_.flash_write_bytes += pages.size();
+  if (bytes > filled) std::memset(w.buf.data() + filled, 0, bytes - filled);
+  w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(false, Status::Ok());
+  flash_.SubmitWrite(Lba(eu_first_block + first_page), w.buf, [done = w.done](Status st) {
+    done->second = std::move(st);
+    done->first.store(true, std::memory_order_release);
+  });
+  s.last_write = w.done;
+  stats_.flash_write_bytes += bytes;
   s.synced_bytes = include_partial ? eu.write_ptr : BlocksToBytes(end_page);
   if (s.synced_bytes == eu.write_ptr) s.first_unsynced_seq = 0;
+  return Status::Ok();
+}
+
+void CompressedDrive::OrderAfterLastWriteLocked(Stream& s) {
+  // Only a write that ended inside a page is rewritten by the next (from that page on).
+  if (s.last_write && s.synced_bytes % kBlockSize != 0) WaitForWrite(flash_, s.last_write);
+  s.last_write.reset();
+}
+
+void CompressedDrive::WaitForWrite(Backend& flash, const WriteDone& w) {
+  while (!w->first.load(std::memory_order_acquire)) {
+    if (flash.Poll(true) == 0) std::this_thread::yield();  // another thread delivers it
+  }
+}
+
+std::vector<CompressedDrive::WriteDone> CompressedDrive::WritesInFlightLocked() const {
+  std::vector<WriteDone> writes;
+  writes.reserve(flash_writes_.size());
+  for (const FlashWrite& w : flash_writes_) writes.push_back(w.done);
+  return writes;
+}
+
+Status CompressedDrive::WaitForWrites(const std::vector<WriteDone>& writes) {
+  for (const WriteDone& w : writes) {
+    WaitForWrite(flash_, w);
+    ERAID_RETURN_IF_ERROR(w->second);
+  }
   return Status::Ok();
 }
 
@@ -765,6 +805,7 @@ Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
   const uint64_t first_page = s.synced_bytes / kBlockSize;
   const uint64_t end_page = (eu.write_ptr + kBlockSize - 1) / kBlockSize;
   if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
+  OrderAfterLastWriteLocked(s);
   if (BlocksToBytes(end_page) > eu.write_ptr) {
     std::memset(s.buf.data() + eu.write_ptr, 0, BlocksToBytes(end_page) - eu.write_ptr);
   }
@@ -775,6 +816,7 @@ Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
   FlashWrite& w = flash_writes_.emplace_back();
   w.eu = static_cast<uint32_t>(s.eu);
   w.buf = std::move(s.buf);
+  w.whole = true;
   w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(false, Status::Ok());
   eu.writing = true;
   const uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
@@ -804,8 +846,10 @@ Status CompressedDrive::ReapLocked(bool wait) {
     if (!w.done->second.ok() && flash_error_.ok()) {
       flash_error_ = w.done->second.WithContext("flash write of erase unit " + std::to_string(w.eu));
     }
-    eus_[w.eu].writing = false;
-    if (spare_bufs_.size() < 8) spare_bufs_.push_back(std::move(w.buf));
+    if (w.whole) {
+      eus_[w.eu].writing = false;
+      if (spare_bufs_.size() < 8) spare_bufs_.push_back(std::move(w.buf));
+    }
     flash_writes_.pop_front();
   }
   return flash_error_;
@@ -840,6 +884,7 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   s.buf.resize(eu_bytes_);
   s.synced_bytes = 0;
   s.first_unsynced_seq = 0;
+  s.last_write.reset();  // the last EU's: other pages
   RecordHeader h{RecordType::kEuHeader, Codec::kRaw, 0, index, eu.gen, 0};
   EncodeRecordHeader(h, {}, s.buf.data());
   eu.write_ptr = kRecordHeaderBytes;
@@ -907,7 +952,7 @@ Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* o
   }
   if (eu.writing) {
     for (const FlashWrite& w : flash_writes_) {
-      if (w.eu == index) {
+      if (w.whole && w.eu == index) {
         std::memcpy(out->data(), w.buf.data() + in_eu, len);
         return Status::Ok();
       }
@@ -935,16 +980,21 @@ Status CompressedDrive::FlushLocked() {
 
 Status CompressedDrive::FlushOutsideLock() {
   uint64_t upto = 0;
+  std::vector<WriteDone> writes;
   {
     std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(flash_error_);
     ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
-    ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+    writes = WritesInFlightLocked();
   }
-  // Every record up to `upto` is in the backend now; its flush covers them whatever is
-  // written meanwhile, so writers and readers need not wait for it (an fsync takes tens
-  // of milliseconds on a loaded disk).
+  // Every record up to `upto` is on its way to the backend now: once those writes are
+  // done, a flush covers them whatever is written meanwhile, so writers and readers need
+  // not wait for the writes or the flush (an fsync takes tens of milliseconds on a loaded
+  // disk).
+  ERAID_RETURN_IF_ERROR(WaitForWrites(writes));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   std::lock_guard lock(mu_);
+  ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/false));
   durable_seq_ = std::max(durable_seq_, upto);
   return Status::Ok();
 }
@@ -996,19 +1046,14 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
   // writes and both flash flushes are waited for without the lock.
   uint64_t upto = 0;
   ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
-  std::vector<std::shared_ptr<std::pair<std::atomic<bool>, Status>>> writes;
-  for (const FlashWrite& w : flash_writes_) writes.push_back(w.done);
+  const std::vector<WriteDone> writes = WritesInFlightLocked();
   CheckpointHeader h;
-  std::vector<std::byte> slot = EncodeCheckpointLocked(&h);
-  bytes_since_ckpt_ = 0;
+  std::vector<std::byte>& slot = ckpt_image_;
+  SnapshotCheckpointLocked(&h, &slot);
   lock.unlock();
   Status st = [&]() -> Status {
-    for (const auto& w : writes) {
-      while (!w->first.load(std::memory_order_acquire)) {
-        if (flash_.Poll(true) == 0) std::this_thread::yield();  // another thread delivers it
-      }
-      ERAID_RETURN_IF_ERROR(w->second);
-    }
+    SealCheckpoint(&h, &slot);
+    ERAID_RETURN_IF_ERROR(WaitForWrites(writes));
     ERAID_RETURN_IF_ERROR(flash_.Flush());
     ERAID_RETURN_IF_ERROR(
         flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot).WithContext("checkpoint"));
@@ -1030,11 +1075,23 @@ void CompressedDrive::CheckpointWrittenLocked(const CheckpointHeader& h, uint64_
 }
 
 std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader* header) {
-  std::vector<std::byte> slot(BlocksToBytes(ckpt_slot_blocks_), std::byte{0});
-  std::byte* p = slot.data() + kBlockSize;
-  for (uint64_t loc : map_) {
-    PutLe64(p, loc);
-    p += 8;
+  std::vector<std::byte> slot;
+  SnapshotCheckpointLocked(header, &slot);
+  SealCheckpoint(header, &slot);
+  return slot;
+}
+
+void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header, std::vector<std::byte>* slot) {
+  slot->resize(BlocksToBytes(ckpt_slot_blocks_));
+  std::byte* p = slot->data() + kBlockSize;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(p, map_.data(), map_.size() * 8);  // the on-disk form already
+    p += map_.size() * 8;
+  } else {
+    for (uint64_t loc : map_) {
+      PutLe64(p, loc);
+      p += 8;
+    }
   }
   for (const Eu& eu : eus_) {
     bool used = eu.state != Eu::State::kFree;
@@ -1043,6 +1100,8 @@ std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader*
     p[12] = static_cast<std::byte>(used);
     p += kCheckpointEuEntryBytes;
   }
+  // The rest of the slot is zeros, as every checkpoint wrote it (the buffer is reused).
+  std::memset(p, 0, static_cast<size_t>(slot->data() + slot->size() - p));
   CheckpointHeader& h = *header;
   h = CheckpointHeader{};
   h.ckpt_seq = next_seq_ - 1;
@@ -1050,11 +1109,13 @@ std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader*
   h.ckpt_count = ckpt_count_ + 1;
   h.logical_blocks = logical_blocks_;
   h.num_eus = num_eus_;
-  h.payload_bytes = static_cast<uint64_t>(p - (slot.data() + kBlockSize));
-  h.payload_crc = Crc32c(slot.data() + kBlockSize, h.payload_bytes);
-  EncodeCheckpointHeader(h, slot);
+  h.payload_bytes = static_cast<uint64_t>(p - (slot->data() + kBlockSize));
   bytes_since_ckpt_ = 0;
-  return slot;
+}
+
+void CompressedDrive::SealCheckpoint(CheckpointHeader* header, std::vector<std::byte>* slot) {
+  header->payload_crc = Crc32c(slot->data() + kBlockSize, header->payload_bytes);
+  EncodeCheckpointHeader(*header, *slot);
 }
 
 // ---------------------------------------------------------------- device GC

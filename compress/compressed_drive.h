@@ -224,6 +224,10 @@ class CompressedDrive final : public Backend {
   Status CheckpointOutsideLock(std::unique_lock<std::mutex>& lock);
   // The checkpoint image of the map and the EU table now, and its header.
   std::vector<std::byte> EncodeCheckpointLocked(drive_format::CheckpointHeader* header);
+  // The two halves of it: the copy of the state, under mu_ (a memcpy of the map), and the
+  // CRC and header, which need no lock. `slot` is resized to the slot's size.
+  void SnapshotCheckpointLocked(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
+  static void SealCheckpoint(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
   void CheckpointWrittenLocked(const drive_format::CheckpointHeader& h, uint64_t slot_bytes);
   // Appends a record to the stream's open EU (opening one as needed, which may run GC)
   // and assigns its sequence number into h->seq, after the EU header's (invariant 3).
@@ -231,7 +235,14 @@ class CompressedDrive final : public Backend {
                       uint64_t* loc);
   Status OpenEuLocked(uint32_t stream);
   Status SealLocked(uint32_t stream);
+  // The stream's pages not yet on flash go out without waiting, from a copy (appends go on
+  // into the buffer meanwhile); `include_partial`: the last, partly filled page too. A
+  // write that would rewrite the page the stream's previous write ended in waits for that
+  // one first, so two writes of one page are never in flight together (neither io_uring
+  // nor NBD orders them). Reaped like the sealed EUs' writes.
   Status WritePagesLocked(Stream& s, bool include_partial);
+  // Waits, under mu_, for the stream's last page write if a new one would overlap it.
+  void OrderAfterLastWriteLocked(Stream& s);
   // A full EU's pages go to flash without waiting (SealLocked): the write is reaped by
   // whichever writer next holds mu_, and its buffer serves reads until then.
   Status WritePagesAsyncLocked(Stream& s);
@@ -239,6 +250,12 @@ class CompressedDrive final : public Backend {
   // (sticky: the flash has failed). Every flash flush, read of a sealed EU and erase
   // waits for the writes before it.
   Status ReapLocked(bool wait);
+  using WriteDone = std::shared_ptr<std::pair<std::atomic<bool>, Status>>;
+  // The flash writes in flight now, to be waited for without mu_ (WaitForWrites): what a
+  // flush or checkpoint taken now must find on flash.
+  std::vector<WriteDone> WritesInFlightLocked() const;
+  Status WaitForWrites(const std::vector<WriteDone>& writes);
+  static void WaitForWrite(Backend& flash, const WriteDone& w);
   Status EnsureFreeLocked();
   Status CollectLocked();
   // The background_free_eus thread, and one round of its work: picks garbage-only sealed
@@ -275,12 +292,16 @@ class CompressedDrive final : public Backend {
   std::vector<Eu> eus_;
   std::vector<uint32_t> free_eus_;
   std::vector<Stream> streams_;
-  // Flash writes of sealed EUs in flight (WritePagesAsyncLocked), oldest first.
+  // Flash writes in flight, oldest first: sealed EUs' (WritePagesAsyncLocked) and open
+  // EUs' pages (WritePagesLocked).
   struct FlashWrite {
     uint32_t eu = 0;
-    std::vector<std::byte> buf;  // the EU's bytes, also what reads of it are served from
+    // whole: the EU's bytes, also what reads of it are served from; otherwise a copy of
+    // some of an open EU's pages.
+    std::vector<std::byte> buf;
+    bool whole = false;
     // Set by the completion, on whichever thread polls the flash (not under mu_).
-    std::shared_ptr<std::pair<std::atomic<bool>, Status>> done;
+    WriteDone done;
   };
   std::deque<FlashWrite> flash_writes_;
   std::vector<std::vector<std::byte>> spare_bufs_;  // EU buffers whose writes are done
@@ -354,6 +375,9 @@ class CompressedDrive final : public Backend {
   uint32_t erasing_eus_ = 0;               // in state kErasing: neither sealed nor free
   // A checkpoint is being written without mu_ (CheckpointOutsideLock). Under mu_.
   bool checkpointing_ = false;
+  // Its image, kept from one to the next (a fresh 2 MiB buffer per checkpoint cost its
+  // page faults under mu_). Used only by the one CheckpointOutsideLock at a time.
+  std::vector<std::byte> ckpt_image_;
   std::thread eraser_;
 };
 
