@@ -53,12 +53,15 @@ class Volume::ArrayStore final : public SegmentStore {
 
 Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement)
     : array_(array), options_(options), placement_(std::move(placement)),
-      store_(std::make_unique<ArrayStore>(array, options.scheme)), start_(std::chrono::steady_clock::now()) {
+      store_(std::make_unique<ArrayStore>(array, options.scheme)),
+      clock_(options.clock ? *options.clock : SystemClock::Default()), start_us_(clock_.NowMicros()) {
   array.set_defer_row_writes(true);  // Write() and Trim() write them after the volume lock
   const ArrayGeometry& g = array.geometry();
-  // Summaries take up to one position in every 169, and one per row when rows are short.
-  const double per_segment = double(g.segment_positions()) *
-                             std::min(168.0 / 169.0, double(g.row_blocks() - 1) / double(g.row_blocks()));
+  // Summaries take up to one position in every kSummaryCapacity + 1 (raid/metadata.h),
+  // and one per row when rows are short.
+  constexpr double kSummarized = double(raid_format::kSummaryCapacity) / double(raid_format::kSummaryCapacity + 1);
+  const double per_segment =
+      double(g.segment_positions()) * std::min(kSummarized, double(g.row_blocks() - 1) / double(g.row_blocks()));
   const double segments = double(g.segments) - 2.0 * placement_->classes();
   capacity_blocks_ = segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
   address_blocks_ = capacity_blocks_;
@@ -211,8 +214,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
                                std::to_string(capacity_blocks_) + " blocks hold data (trim or delete to make room)");
       }
     }
-    const auto ts = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count());
+    const uint64_t ts = clock_.NowMicros() - start_us_;
     // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
     for (uint64_t done = 0; done < blocks;) {
       const auto n = static_cast<uint32_t>(std::min<uint64_t>(256, blocks - done));

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/clock.h"
 #include "common/rw_mutex.h"
 #include <span>
 #include <optional>
@@ -70,6 +71,9 @@ struct VolumeOptions {
   uint32_t extent_shift = 0;
   uint32_t overcommit = 1;
   uint32_t max_volumes = 0;
+  // The clock of the blocks' write times (SepBIT's ages); null: the system's. (The
+  // flusher's trim deadline is real time: it is a timed wait.)
+  const Clock* clock = nullptr;
 };
 
 // What the conversion scheduler (scheduler/) hears from the volume. Set before use.
@@ -157,7 +161,8 @@ class Volume {
   std::unique_ptr<Placement> placement_;
   std::unique_ptr<ArrayStore> store_;
   std::unique_ptr<LogEngine> engine_;
-  std::chrono::steady_clock::time_point start_;
+  const Clock& clock_;
+  const uint64_t start_us_;  // write times count from here
 
   // Group commit (Flush). Requests are numbered; a round covers every request numbered
   // up to what was requested when it started.
