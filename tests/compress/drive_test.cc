@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -688,6 +689,27 @@ TEST(DriveTest, EraseUnitsWrittenInTheBackgroundSurviveAPowerCutOrReportAFailure
   EXPECT_EQ(drive->Flush().code(), StatusCode::kIoError);
 }
 
+// Runs worker(t) for t < n on threads of their own; their outcomes, by t.
+std::vector<Status> RunThreads(int n, const std::function<Status(int)>& worker) {
+  std::vector<Status> outcomes(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) threads.emplace_back([&, t] { outcomes[static_cast<size_t>(t)] = worker(t); });
+  for (auto& th : threads) th.join();
+  return outcomes;
+}
+
+// Every block of the writers' models reads back as written.
+void ExpectReadsMatch(CompressedDrive& drive, const std::vector<std::map<uint64_t, Block>>& models, const char* when) {
+  Block back(kBlockSize);
+  for (const auto& model : models) {
+    for (const auto& [lba, data] : model) {
+      Status s = drive.Read(Lba(lba), back);
+      ASSERT_TRUE(s.ok()) << "lba " << lba << " " << when << ": " << s.ToString();
+      ASSERT_EQ(back, data) << "lba " << lba << " " << when;
+    }
+  }
+}
+
 // The eraser thread (background_free_eus) and checkpoints written without the drive's
 // lock, beside writers: several threads each fill FlashAlloc'd objects of their own and
 // trim old ones whole, so erase units die whole and the eraser takes them, while
@@ -708,8 +730,7 @@ TEST(DriveTest, EraserAndCheckpointsRunBesideWriters) {
   const uint64_t region = kObjectBlocks * kObjectsPerThread;
   ASSERT_LE(region * kThreads, drive->capacity_blocks());
   std::vector<std::map<uint64_t, Block>> models(kThreads);
-  std::vector<Status> failures(kThreads);
-  auto worker = [&](int t) {
+  auto worker = [&](int t) -> Status {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
     std::map<uint64_t, Block>& model = models[static_cast<size_t>(t)];
     for (int round = 0; round < 60; ++round) {
@@ -724,25 +745,12 @@ TEST(DriveTest, EraserAndCheckpointsRunBesideWriters) {
         model[first + b] = std::move(data);
       }
       if (s.ok() && rng() % 8 == 0) s = drive->Flush();
-      if (!s.ok()) {
-        failures[static_cast<size_t>(t)] = s;
-        return;
-      }
+      if (!s.ok()) return s;
     }
+    return Status::Ok();
   };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
-  for (auto& th : threads) th.join();
-  for (const Status& s : failures) ASSERT_TRUE(s.ok()) << s.ToString();
-  auto verify = [&](const char* when) {
-    Block back(kBlockSize);
-    for (const auto& model : models) {
-      for (const auto& [lba, data] : model) {
-        ASSERT_TRUE(drive->Read(Lba(lba), back).ok()) << lba;
-        ASSERT_EQ(back, data) << "lba " << lba << " " << when;
-      }
-    }
-  };
+  for (const Status& s : RunThreads(kThreads, worker)) ASSERT_TRUE(s.ok()) << s.ToString();
+  auto verify = [&](const char* when) { ExpectReadsMatch(*drive, models, when); };
   verify("after the writers");
   const DriveStats st = drive->stats();
   std::printf("erased %llu EUs, %llu of them by the eraser; %llu checkpoints\n",
@@ -776,8 +784,7 @@ void WritersFlushingOverReorderingFlash(uint64_t seed) {
   constexpr int kThreads = 3;
   constexpr uint64_t kRegion = 64;
   std::vector<std::map<uint64_t, Block>> models(kThreads);
-  std::vector<Status> failures(kThreads);
-  auto worker = [&](int t) {
+  auto worker = [&](int t) -> Status {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
     std::map<uint64_t, Block>& model = models[static_cast<size_t>(t)];
     for (int i = 0; i < 1500; ++i) {
@@ -786,26 +793,12 @@ void WritersFlushingOverReorderingFlash(uint64_t seed) {
       Status s = drive->Write(Lba(lba), data);
       model[lba] = std::move(data);
       if (s.ok() && rng() % 3 == 0) s = drive->Flush();
-      if (!s.ok()) {
-        failures[static_cast<size_t>(t)] = s;
-        return;
-      }
+      if (!s.ok()) return s;
     }
+    return Status::Ok();
   };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
-  for (auto& th : threads) th.join();
-  for (const Status& s : failures) ASSERT_TRUE(s.ok()) << s.ToString();
-  auto verify = [&](const char* when) {
-    Block back(kBlockSize);
-    for (const auto& model : models) {
-      for (const auto& [lba, data] : model) {
-        Status s = drive->Read(Lba(lba), back);
-        ASSERT_TRUE(s.ok()) << "lba " << lba << " " << when << ": " << s.ToString();
-        ASSERT_EQ(back, data) << "lba " << lba << " " << when;
-      }
-    }
-  };
+  for (const Status& s : RunThreads(kThreads, worker)) ASSERT_TRUE(s.ok()) << s.ToString();
+  auto verify = [&](const char* when) { ExpectReadsMatch(*drive, models, when); };
   verify("after the writers");
   ASSERT_TRUE(drive->Close().ok());
   drive.reset();
