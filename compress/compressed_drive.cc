@@ -744,32 +744,49 @@ void CompressedDrive::CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, ui
 
 Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
   const Eu& eu = eus_[static_cast<size_t>(s.eu)];
-  uint64_t first_page = s.synced_bytes / kBlockSize;
-  uint64_t end_page = include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize
-                                      : eu.write_ptr / kBlockSize;
+  const uint64_t first_page = s.synced_bytes / kBlockSize;
+  const uint64_t full_end = eu.write_ptr / kBlockSize;
+  const uint64_t end_page = include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize : full_end;
   if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
   OrderAfterLastWriteLocked(s);
-  constexpr size_t kMaxInFlight = 8;  // as for sealed EUs: bounded buffers
-  if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
-  const uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
-  const uint64_t bytes = BlocksToBytes(end_page - first_page);
-  FlashWrite& w = flash_writes_.emplace_back();
-  w.eu = static_cast<uint32_t>(s.eu);
-  w.buf.resize(bytes);
-  const uint64_t filled = eu.write_ptr - BlocksToBytes(first_page);  // the rest of the copy: the tail
-  std::memcpy(w.buf.data(), s.buf.data() + BlocksToBytes(first_page), std::min(filled, bytes));
-  // The tail of a partial page is zeros on flash (invariant 1 fills only that), never
-  // what an earlier EU left in the buffer.
-  if (bytes > filled) std::memset(w.buf.data() + filled, 0, bytes - filled);
-  w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(false, Status::Ok());
-  flash_.SubmitWrite(Lba(eu_first_block + first_page), w.buf, [done = w.done](Status st) {
-    done->second = std::move(st);
-    done->first.store(true, std::memory_order_release);
-  });
-  s.last_write = w.done;
-  stats_.flash_write_bytes += bytes;
+  const auto index = static_cast<uint32_t>(s.eu);
+  if (full_end > first_page) {
+    const std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
+                                           BlocksToBytes(full_end - first_page));
+    ERAID_RETURN_IF_ERROR(SubmitPagesLocked(index, first_page, pages, {}, /*whole=*/false, &s.last_write));
+  }
+  if (end_page > full_end) {
+    // The tail of a partial page is zeros on flash (invariant 1 fills only that), never
+    // what an earlier EU left in the buffer.
+    std::vector<std::byte> page(kBlockSize);
+    std::memcpy(page.data(), s.buf.data() + BlocksToBytes(full_end), eu.write_ptr - BlocksToBytes(full_end));
+    const std::span<const std::byte> bytes(page);
+    ERAID_RETURN_IF_ERROR(SubmitPagesLocked(index, full_end, bytes, std::move(page), /*whole=*/false, &s.last_write));
+  }
   s.synced_bytes = include_partial ? eu.write_ptr : BlocksToBytes(end_page);
   if (s.synced_bytes == eu.write_ptr) s.first_unsynced_seq = 0;
+  return Status::Ok();
+}
+
+Status CompressedDrive::SubmitPagesLocked(uint32_t eu, uint64_t first_page, std::span<const std::byte> pages,
+                                          std::vector<std::byte>&& buf, bool whole, WriteDone* done) {
+  // A few writes in flight per drive are enough to keep the flash busy.
+  constexpr size_t kMaxInFlight = 8;
+  if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
+  FlashWrite& w = flash_writes_.emplace_back();
+  w.eu = eu;
+  w.buf = std::move(buf);  // only now (not on an error above); its bytes stay where `pages` points
+  w.whole = whole;
+  w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(pages.empty(), Status::Ok());
+  if (whole) eus_[eu].writing = true;
+  if (done) *done = w.done;
+  if (pages.empty()) return Status::Ok();
+  flash_.SubmitWrite(Lba(data_start_block_ + uint64_t(eu) * eu_blocks_ + first_page), pages,
+                     [done = w.done](Status st) {
+                       done->second = std::move(st);
+                       done->first.store(true, std::memory_order_release);
+                     });
+  stats_.flash_write_bytes += pages.size();
   return Status::Ok();
 }
 
@@ -803,29 +820,19 @@ Status CompressedDrive::WaitForWrites(const std::vector<WriteDone>& writes) {
 Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
   Eu& eu = eus_[static_cast<size_t>(s.eu)];
   const uint64_t first_page = s.synced_bytes / kBlockSize;
-  const uint64_t end_page = (eu.write_ptr + kBlockSize - 1) / kBlockSize;
-  if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
-  OrderAfterLastWriteLocked(s);
+  const uint64_t end_page = std::max<uint64_t>(first_page, (eu.write_ptr + kBlockSize - 1) / kBlockSize);
+  const bool any = eu.write_ptr > s.synced_bytes;
+  if (any) OrderAfterLastWriteLocked(s);
   if (BlocksToBytes(end_page) > eu.write_ptr) {
     std::memset(s.buf.data() + eu.write_ptr, 0, BlocksToBytes(end_page) - eu.write_ptr);
   }
-  // A few EUs in flight per drive are enough to keep the flash busy; past that the
-  // writer waits for the oldest, so buffers stay bounded.
-  constexpr size_t kMaxInFlight = 8;
-  if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
-  FlashWrite& w = flash_writes_.emplace_back();
-  w.eu = static_cast<uint32_t>(s.eu);
-  w.buf = std::move(s.buf);
-  w.whole = true;
-  w.done = std::make_shared<std::pair<std::atomic<bool>, Status>>(false, Status::Ok());
-  eu.writing = true;
-  const uint64_t eu_first_block = data_start_block_ + uint64_t(s.eu) * eu_blocks_;
-  std::span<const std::byte> pages(w.buf.data() + BlocksToBytes(first_page), BlocksToBytes(end_page - first_page));
-  flash_.SubmitWrite(Lba(eu_first_block + first_page), pages, [done = w.done](Status st) {
-    done->second = std::move(st);
-    done->first.store(true, std::memory_order_release);
-  });
-  stats_.flash_write_bytes += pages.size();
+  // Even with nothing left to write, the buffer goes into an entry of its own: earlier
+  // page writes of this EU may still be reading it, and it is recycled only once they
+  // (and it, in order) are reaped.
+  const std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
+                                         any ? BlocksToBytes(end_page - first_page) : 0);
+  ERAID_RETURN_IF_ERROR(SubmitPagesLocked(static_cast<uint32_t>(s.eu), first_page, pages, std::move(s.buf),
+                                          /*whole=*/true));
   s.synced_bytes = eu.write_ptr;
   s.first_unsynced_seq = 0;  // durable at the next flush, which waits for this write first
   return Status::Ok();

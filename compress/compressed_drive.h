@@ -235,22 +235,33 @@ class CompressedDrive final : public Backend {
                       uint64_t* loc);
   Status OpenEuLocked(uint32_t stream);
   Status SealLocked(uint32_t stream);
-  // The stream's pages not yet on flash go out without waiting, from a copy (appends go on
-  // into the buffer meanwhile); `include_partial`: the last, partly filled page too. A
-  // write that would rewrite the page the stream's previous write ended in waits for that
-  // one first, so two writes of one page are never in flight together (neither io_uring
-  // nor NBD orders them). Reaped like the sealed EUs' writes.
+  // Set by a flash write's completion, on whichever thread polls the flash (not under mu_).
+  using WriteDone = std::shared_ptr<std::pair<std::atomic<bool>, Status>>;
+  // The stream's pages not yet on flash go out without waiting; `include_partial`: the
+  // last, partly filled page too. Full pages go from the stream's buffer itself (appends
+  // only write past write_ptr, and the buffer is recycled only after its EU's seal entry,
+  // which is reaped after them), the partial page from a copy (appends go on filling it).
+  // A write that would rewrite the page the stream's previous write ended in waits for
+  // that one first, so two writes of one page are never in flight together (neither
+  // io_uring nor NBD orders them). Reaped like the sealed EUs' writes.
   Status WritePagesLocked(Stream& s, bool include_partial);
   // Waits, under mu_, for the stream's last page write if a new one would overlap it.
   void OrderAfterLastWriteLocked(Stream& s);
-  // A full EU's pages go to flash without waiting (SealLocked): the write is reaped by
-  // whichever writer next holds mu_, and its buffer serves reads until then.
+  // Seals the stream's EU: its remaining pages go to flash without waiting, and its buffer
+  // moves to the write's entry (reads are served from it until the entry is reaped by
+  // whichever thread next holds mu_; then it is recycled).
   Status WritePagesAsyncLocked(Stream& s);
+  // Adds a flash write of EU `eu`'s bytes `pages`, at its page `first_page`, to
+  // flash_writes_ and submits it (none if `pages` is empty: an entry that only holds
+  // `buf` until the writes before it are reaped). `pages` lies in `buf`, or in a buffer
+  // that outlives the writes before the next `whole` entry. Waits for the oldest write
+  // first when kMaxInFlight are in flight, so buffers stay bounded.
+  Status SubmitPagesLocked(uint32_t eu, uint64_t first_page, std::span<const std::byte> pages,
+                           std::vector<std::byte>&& buf, bool whole, WriteDone* done = nullptr);
   // Takes in finished flash writes; `wait`: all of them. Returns the first write error
   // (sticky: the flash has failed). Every flash flush, read of a sealed EU and erase
   // waits for the writes before it.
   Status ReapLocked(bool wait);
-  using WriteDone = std::shared_ptr<std::pair<std::atomic<bool>, Status>>;
   // The flash writes in flight now, to be waited for without mu_ (WaitForWrites): what a
   // flush or checkpoint taken now must find on flash.
   std::vector<WriteDone> WritesInFlightLocked() const;
@@ -296,8 +307,8 @@ class CompressedDrive final : public Backend {
   // EUs' pages (WritePagesLocked).
   struct FlashWrite {
     uint32_t eu = 0;
-    // whole: the EU's bytes, also what reads of it are served from; otherwise a copy of
-    // some of an open EU's pages.
+    // whole: a sealed EU's buffer, also what reads of it are served from; otherwise empty
+    // or the copy of an open EU's partial page.
     std::vector<std::byte> buf;
     bool whole = false;
     // Set by the completion, on whichever thread polls the flash (not under mu_).
