@@ -1,11 +1,14 @@
 #include "common/thread_priority.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <string>
 
 namespace eraid {
 
@@ -24,6 +27,11 @@ int LowerThisThreadPriority() {
   const int want = std::min(19, now + kBackgroundNice);
   if (::setpriority(PRIO_PROCESS, ThreadId(), want) != 0) return now;
   return want;
+}
+
+void NameThisThread(const char* name) {
+  const std::string n(name, ::strnlen(name, 15));
+  (void)::pthread_setname_np(::pthread_self(), n.c_str());
 }
 
 }  // namespace eraid

@@ -15,4 +15,8 @@ int LowerThisThreadPriority();
 // The calling thread's nice value.
 int ThisThreadNice();
 
+// Names the calling thread (at most 15 characters are kept), so that top -H, perf and
+// /proc/PID/task/*/comm tell the stack's threads from nbdkit's own.
+void NameThisThread(const char* name);
+
 }  // namespace eraid

@@ -6,6 +6,7 @@
 
 #include "common/crc32c.h"
 #include "common/encoding.h"
+#include "common/thread_priority.h"
 #include "compress/drive_format.h"
 
 namespace eraid {
@@ -360,6 +361,7 @@ Status CompressedDrive::DrainCache() {
 }
 
 void CompressedDrive::CacheWorker() {
+  NameThisThread("drive-cache");
   std::unique_lock lock(cache_mu_);
   for (;;) {
     cache_work_cv_.wait(lock, [&] { return cache_stop_ || !cache_queue_.empty(); });
@@ -654,6 +656,7 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
 }
 
 void CompressedDrive::Flusher() {
+  NameThisThread("drive-flush");
   std::unique_lock lock(cache_mu_);
   for (;;) {
     flusher_cv_.wait(lock, [&] { return flusher_stop_ || !flush_queue_.empty(); });
@@ -1144,6 +1147,7 @@ void CompressedDrive::WaitForBackgroundLocked() {
 }
 
 void CompressedDrive::Eraser() {
+  NameThisThread("drive-erase");
   std::unique_lock lock(mu_);
   for (;;) {
     eraser_cv_.wait(lock, [&] { return eraser_stop_ || eraser_wanted_; });

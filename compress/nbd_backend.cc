@@ -14,6 +14,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/thread_priority.h"
+
 namespace eraid {
 
 namespace {
@@ -426,6 +428,7 @@ Status NbdBackend::WaitDrained(uint32_t timeout_ms) {
 }
 
 void NbdBackend::Poller() {
+  NameThisThread("nbd-poller");
   while (!stop_.load(std::memory_order_acquire)) {
     if (failed()) {
       Drain();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include "common/thread_priority.h"
 #include "raid/metadata.h"
 
 namespace eraid {
@@ -85,6 +86,7 @@ Volume::~Volume() {
 }
 
 void Volume::GcFlusher() {
+  NameThisThread("eraid-gcflush");
   std::unique_lock fl(flush_mu_);
   for (;;) {
     if (gc_flusher_stop_) return;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/crc32c.h"
+#include "common/thread_priority.h"
 #include "raid/scheme.h"
 
 namespace eraid {
@@ -439,11 +440,14 @@ void ElasticArray::FlushDevicesLocked() {
   }
 }
 
+void ElasticArray::PromoteCheckpointLocked(uint64_t flushed) {
+  if (flushed == 0) return;
+  checkpoint_seq_ = std::max(checkpoint_seq_, flushed);
+  if (pending_checkpoint_seq_ == flushed) pending_checkpoint_seq_ = 0;
+}
+
 void ElasticArray::FinishFlushLocked(const FlushSnapshot& snap) {
-  if (snap.pending_checkpoint != 0) {
-    checkpoint_seq_ = std::max(checkpoint_seq_, snap.pending_checkpoint);
-    if (pending_checkpoint_seq_ == snap.pending_checkpoint) pending_checkpoint_seq_ = 0;
-  }
+  PromoteCheckpointLocked(snap.pending_checkpoint);
   if (journal_seq_ == snap.journal_seq) journal_unflushed_ = false;
   std::vector<DeviceTrim> trims;
   for (auto it = unmirror_awaiting_flush_.begin(); it != unmirror_awaiting_flush_.end();) {
@@ -483,6 +487,7 @@ Status ElasticArray::JournalLocked(uint32_t segment, Durable when) {
   // Half-way round, a checkpoint is written without a flush: whatever flush comes before
   // the ring needs it makes it durable, and only if none has, the ring waits for one.
   if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) {
+    ++stats_.journal_ring_stalls;
     if (pending_checkpoint_seq_ != 0) FlushDevicesLocked();
     if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
   } else if (pending_checkpoint_seq_ == 0 && journal_seq_ - checkpoint_seq_ >= kJournalBlocks / 2) {
@@ -948,6 +953,7 @@ void ElasticArray::StartRowWriter() {
 }
 
 void ElasticArray::RowWriterLoop() {
+  NameThisThread("eraid-rows");
   for (;;) {
     {
       std::unique_lock lock(rows_mu_);
@@ -1415,13 +1421,19 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   // reader and writer of the array. The exclusive lock is held only to flip the entry and
   // write its journal record, and then to trim. The segment stays marked as converting
   // until then, so no other conversion of it can meet the trims.
+  // A checkpoint written before a flush is durable after it, as after Flush(): without
+  // this, a loop of conversions (with no user flush) filled the journal ring, and the
+  // ring's own flush and checkpoint then ran under the exclusive lock, stalling writers.
+  uint64_t flushed_checkpoint = 0;
   {
     std::shared_lock lock(mu_);
+    flushed_checkpoint = pending_checkpoint_seq_;
     if (unchanged()) io_->FlushAllShared(&errors);  // else still() below stops the conversion
   }
   std::vector<DeviceTrim> trims;
   {
     std::lock_guard lock(mu_);
+    if (errors.empty()) PromoteCheckpointLocked(flushed_checkpoint);
     account();
     if (Status st = still(); !st.ok()) return finish(st);
     seg.entry.scheme = to;
@@ -1431,12 +1443,14 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   bool flipped_durably = false;  // then the old redundancy may go
   {
     std::shared_lock lock(mu_);
+    flushed_checkpoint = pending_checkpoint_seq_;
     if (seg.incarnation == incarnation) {  // else freed: the free's own trims cover these
       io_->FlushAllShared(&errors);
       flipped_durably = true;
     }
   }
   std::lock_guard lock(mu_);
+  if (flipped_durably && errors.empty()) PromoteCheckpointLocked(flushed_checkpoint);
   account();
   if (flipped_durably && seg.incarnation == incarnation) io_->Trim(trims);
   ++(to == SegmentScheme::kRaid10 ? stats_.conversions_to_raid10 : stats_.conversions_to_raid5);

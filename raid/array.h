@@ -81,6 +81,9 @@ struct ArrayStats {
   uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
   uint64_t packed_blocks = 0;       // blocks compressed here for the drives (set_row_codec)
   uint64_t row_writer_rows = 0;     // full rows written by the row writer (StartRowWriter)
+  // Times the journal ring was full and a record waited for a device flush and a
+  // checkpoint under the exclusive lock (stalling every reader and writer).
+  uint64_t journal_ring_stalls = 0;
   // Freed segments whose space the drives still hold: their trims follow the flush that
   // makes the free durable (docs/raid.md).
   uint32_t untrimmed_free_segments = 0;
@@ -255,6 +258,9 @@ class ElasticArray {
     uint64_t epoch = 0, pending_checkpoint = 0, journal_seq = 0;
   };
   void FinishFlushLocked(const FlushSnapshot& snap);
+  // A checkpoint that was pending (written, `flushed` its journal seq) when a flush of
+  // every device began is durable now: the ring may overwrite what it covers.
+  void PromoteCheckpointLocked(uint64_t flushed);
   // Writes the open batch's summary into the row buffer.
   Status CloseBatchLocked(uint32_t index);
   // How a verified read treats a bad copy: rewrite it in place (kRepair), leave it

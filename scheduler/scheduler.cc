@@ -328,6 +328,7 @@ void Scheduler::Start() {
   stop_ = false;
   for (uint32_t w = 0; w < std::max(1u, options_.workers); ++w) {
     workers_.emplace_back([this] {
+      NameThisThread("eraid-convert");
       LowerThisThreadPriority();  // conversions yield the cores to user I/O
       while (!stop_) {
         auto r = Step();

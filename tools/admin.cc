@@ -758,7 +758,10 @@ Status AdminServer::Start() {
   if (rc != 0 || ::chmod(path_.c_str(), 0600) != 0 || ::listen(listen_fd_, 16) != 0) {
     return Status::IoError("admin socket " + path_ + ": " + std::strerror(errno));
   }
-  acceptor_ = std::thread([this] { Loop(); });
+  acceptor_ = std::thread([this] {
+    NameThisThread("eraid-admin");
+    Loop();
+  });
   return Status::Ok();
 }
 
@@ -801,6 +804,7 @@ void AdminServer::Loop() {
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
     workers_.push_back({std::thread([this, fd, done] {
+                          NameThisThread("eraid-admin");
                           Serve(fd);
                           *done = true;
                         }),

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/crc32c.h"
+#include "common/thread_priority.h"
 #include "compress/completion_queue.h"
 
 namespace eraid {
@@ -530,6 +531,7 @@ void ArrayDir::StartServing() {
   scheduler_ = std::make_unique<Scheduler>(*array_, *volume_, [this] { return Physical(); }, scheduler_options_);
   scheduler_->Start();
   saver_ = std::thread([this] {
+    NameThisThread("eraid-stats");
     std::unique_lock lock(saver_mu_);
     while (!saver_cv_.wait_for(lock, kStatsSaveEvery, [this] { return saver_stop_; })) {
       lock.unlock();

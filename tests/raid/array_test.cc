@@ -16,6 +16,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
+#include "raid/metadata.h"
 
 #include "tests/test_seed.h"
 
@@ -519,6 +520,33 @@ TEST(ArrayTest, ConversionToRaid10CopiesRecordsWithoutCompressing) {
       ASSERT_EQ(back, data) << "position " << pos << " with device 1 failed";
     }
   }
+}
+
+// A loop of conversions with no user flush between them journals a flip per conversion:
+// the flushes the conversions make themselves must make the ring's checkpoints durable,
+// or the ring fills and each further record waits for a flush and a checkpoint under the
+// exclusive lock, stalling every writer. Every block still reads back after a reopen.
+TEST(ArrayTest, ConversionLoopDoesNotFillTheJournalRing) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  Rig rig(4, 4, 2, 4096, seed);
+  std::vector<SegmentId> sealed;
+  for (int i = 0; i < 3; ++i) {
+    SegmentId s = rig.array->AllocateSegment(SegmentScheme::kRaid5).value();
+    rig.Fill(s, 1 << 20, false);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    sealed.push_back(s);
+  }
+  ASSERT_TRUE(rig.array->Flush().ok());
+  const uint64_t stalls = rig.array->stats().journal_ring_stalls;
+  for (uint32_t round = 0; round < 3 * raid_format::kJournalBlocks; ++round) {
+    const SegmentId s = sealed[round % sealed.size()];
+    const SegmentScheme to = (round / sealed.size()) % 2 == 0 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    ASSERT_TRUE(rig.array->Convert(s, to).ok()) << "round " << round;
+  }
+  EXPECT_EQ(rig.array->stats().journal_ring_stalls, stalls) << 3 * raid_format::kJournalBlocks << " conversions";
+  rig.Reopen();
+  rig.VerifyAll("after the conversion loop and a reopen");
 }
 
 // Conversions run beside user reads and writes (a block or a chunk at a time under the
