@@ -422,7 +422,7 @@ void ElasticArray::FlushDevicesLocked() {
   ApplyRowResultsLocked();
   io_->FlushAll();
   journal_unflushed_ = false;
-  if (pending_checkpoint_seq_ != 0) checkpoint_seq_ = std::max(checkpoint_seq_, std::exchange(pending_checkpoint_seq_, 0));
+  PromoteCheckpointLocked(pending_checkpoint_seq_);
   std::vector<DeviceTrim> trims;
   for (auto& [segment, t] : unmirror_awaiting_flush_) {
     for (const auto& [epoch, trim] : t) trims.push_back(trim);
