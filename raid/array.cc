@@ -1427,8 +1427,10 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   uint64_t flushed_checkpoint = 0;
   {
     std::shared_lock lock(mu_);
-    flushed_checkpoint = pending_checkpoint_seq_;
-    if (unchanged()) io_->FlushAllShared(&errors);  // else still() below stops the conversion
+    if (unchanged()) {  // else still() below stops the conversion
+      flushed_checkpoint = pending_checkpoint_seq_;
+      io_->FlushAllShared(&errors);
+    }
   }
   std::vector<DeviceTrim> trims;
   {
