@@ -238,11 +238,12 @@ class ElasticArray::Io {
     for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
   }
 
-  // FlushDevices() of every writable device, for a caller holding the array lock shared.
-  void FlushAllShared(std::vector<std::pair<uint32_t, Status>>* errors) {
+  // The devices a flush goes to (FlushDevices): every writable one, null for the rest.
+  // Under the array lock, shared or not.
+  std::vector<Backend*> WritableDevices() const {
     std::vector<Backend*> devices;
     for (uint32_t d = 0; d < count(); ++d) devices.push_back(writable(d) ? devices_[d] : nullptr);
-    FlushDevices(devices, errors);
+    return devices;
   }
 
  private:
@@ -800,7 +801,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
 }
 
 uint32_t ElasticArray::Remaining(SegmentId s) const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);  // asked before every append: it must not queue behind a conversion's reads
   const Segment& seg = *segments_.at(s.value);
   if (!seg.open) return 0;
   // Always keep a slot for a summary: any Flush() (including another segment's Seal)
@@ -1081,7 +1082,7 @@ Status ElasticArray::Flush() {
     snap.pending_checkpoint = pending_checkpoint_seq_;
     snap.journal_seq = journal_seq_;
     rows_upto = rows_detached_;
-    for (uint32_t d = 0; d < io_->count(); ++d) devices.push_back(io_->writable(d) ? io_->device(d) : nullptr);
+    devices = io_->WritableDevices();
   }
   DrainRows(rows_upto);
   std::vector<std::pair<uint32_t, Status>> errors;
@@ -1424,14 +1425,20 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   // A checkpoint written before a flush is durable after it, as after Flush(): without
   // this, a loop of conversions (with no user flush) filled the journal ring, and the
   // ring's own flush and checkpoint then ran under the exclusive lock, stalling writers.
+  // Each flush runs without the array lock, as Flush()'s does: under it even shared, a
+  // drive flush (milliseconds) kept every appending writer out, twice per segment. What
+  // it must cover was written before the device set is taken; what may change meanwhile
+  // (the segment freed, a device failing) is checked again under the exclusive lock.
   uint64_t flushed_checkpoint = 0;
+  std::vector<Backend*> devices;
   {
     std::shared_lock lock(mu_);
     if (unchanged()) {  // else still() below stops the conversion
       flushed_checkpoint = pending_checkpoint_seq_;
-      io_->FlushAllShared(&errors);
+      devices = io_->WritableDevices();
     }
   }
+  if (!devices.empty()) io_->FlushDevices(devices, &errors);
   std::vector<DeviceTrim> trims;
   {
     std::lock_guard lock(mu_);
@@ -1443,14 +1450,16 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
     SchemeFor(from).RedundancyTrims(geometry_, s, &trims);
   }
   bool flipped_durably = false;  // then the old redundancy may go
+  devices.clear();
   {
     std::shared_lock lock(mu_);
     flushed_checkpoint = pending_checkpoint_seq_;
     if (seg.incarnation == incarnation) {  // else freed: the free's own trims cover these
-      io_->FlushAllShared(&errors);
+      devices = io_->WritableDevices();
       flipped_durably = true;
     }
   }
+  if (flipped_durably) io_->FlushDevices(devices, &errors);
   std::lock_guard lock(mu_);
   if (flipped_durably && errors.empty()) PromoteCheckpointLocked(flushed_checkpoint);
   account();
