@@ -53,6 +53,26 @@ cost_end() {
   fi
 }
 cost_proc_ms() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / hz}' "/proc/$1/stat"; }
+# threads_snapshot PID FILE: one line per live thread of PID: its name (a trailing -NUMBER,
+# as io_uring's iou-wrk-TID, cut off), CPU ticks, voluntary and involuntary switches.
+threads_snapshot() {
+  local t name
+  for t in /proc/"$1"/task/*; do
+    name=$(cat "$t/comm" 2>/dev/null) || continue
+    echo "$(basename "$t") ${name// /_} $(awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0)" \
+         "$(awk '/^voluntary_ctxt/ {v=$2} /^nonvoluntary_ctxt/ {n=$2} END {print v + 0, n + 0}' "$t/status" 2>/dev/null)"
+  done > "$2"
+}
+# threads_split BEFORE AFTER IOS: per thread name, CPU µs and switches per I/O between two
+# snapshots, as "name µs cs" lines, costliest first. Threads that ended in between (io_uring
+# workers come and go) are not counted: the total can be below the process's.
+threads_split() {
+  awk -v ios="$3" -v hz="$(getconf CLK_TCK)" '
+    FNR == NR { cpu[$1] = $3; cs[$1] = $4 + $5; next }
+    { name = $2; sub(/-[0-9]+$/, "", name); C[name] += $3 - cpu[$1]; S[name] += $4 + $5 - cs[$1] }
+    END { for (k in C) if (ios > 0 && C[k] > 0) printf "%s %.1f %.2f\n", k, C[k] * 1e6 / hz / ios, S[k] / ios }' \
+    "$1" "$2" | sort -k2 -nr
+}
 # per_io TOTAL N FORMAT: TOTAL / N, or – when either is missing.
 per_io() { awk -v a="$1" -v n="$2" -v f="$3" 'BEGIN {if (a == "" || n <= 0) print "–"; else printf f, a / n}'; }
 

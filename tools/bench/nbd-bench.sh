@@ -104,10 +104,22 @@ fio_run() {
 }
 # measured_run TARGET RW QD SECONDS: one timed fio run, with the server's CPU ms and
 # context switches over it. Sets LINE, CPU_MS, CS (CS empty without perf).
+# Also adds the serving process's CPU per I/O by thread to $WORK/threads.TARGET.RW.QD:
+# nbdkit's worker threads live only as long as the client's connection, so the threads
+# are read 1 s into the run and 1 s before its end, and the I/Os in between counted at
+# the run's mean rate.
 measured_run() {
   cost_begin "${SPID[$1]}" "$WORK/perf.out"
-  LINE=$(fio_run "$1" "$2" "$3" --time_based --runtime="$4" --randrepeat=0)
+  fio_run "$1" "$2" "$3" --time_based --runtime="$4" --randrepeat=0 > "$WORK/fio.line" &
+  local fio=$! t0 t1
+  sleep 1; threads_snapshot "${SPID[$1]}" "$WORK/threads.before"; t0=$(date +%s.%N)
+  sleep $(( $4 > 2 ? $4 - 2 : 0 )); threads_snapshot "${SPID[$1]}" "$WORK/threads.after"; t1=$(date +%s.%N)
+  wait $fio
   cost_end
+  LINE=$(cat "$WORK/fio.line")
+  local ios
+  ios=$(awk -v r="$(field "$LINE" $([ "$2" = randread ] && echo 8 || echo 49))" -v a="$t0" -v b="$t1" 'BEGIN {print int(r * (b - a))}')
+  threads_split "$WORK/threads.before" "$WORK/threads.after" "$ios" >> "$WORK/threads.$1.$2.$3"
   CPU_MS=$COST_CPU_MS CS=$COST_CS
 }
 for t in "${TARGETS[@]}"; do
@@ -120,6 +132,7 @@ pct() { echo "$1" | cut -d';' -f"$2-$(($2 + 19))" | tr ';' '\n' | sed -n "s/^$3%
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 ROWS=""
 COSTS=""
+SPLIT=""
 for qd in 1 16 64; do
   for rw in randread randwrite; do
     declare -A IOPS=([ram]="–") LAT=([ram]="–") SUM=() P50=() P99=() IOS=() CPU=() SW=() US=([ram]="–") CSW=([ram]="–")
@@ -145,6 +158,13 @@ for qd in 1 16 64; do
       US[$t]=$(per_io "$(awk -v ms="${CPU[$t]}" 'BEGIN {print ms * 1000}')" "${IOS[$t]}" "%.1f")
       CSW[$t]=$(per_io "${SW[$t]:-}" "${IOS[$t]}" "%.2f")
     done
+    if [ "$qd" = 16 ]; then  # where the servers' CPU goes, per thread: the ceiling's, eraid's (flash in RAM, else on disk)
+      for st in memory $([ -n "$RAMWORK" ] && echo ram || echo disk); do
+      SPLIT+="| $rw | $st | $(awk -v n="$ROUNDS" '{C[$1] += $2; S[$1] += $3}
+        END {for (k in C) if (C[k] / n >= 0.05) printf "%s %.1f %.2f\n", k, C[k] / n, S[k] / n}' \
+        "$WORK/threads.$st.$rw.$qd" | sort -k2 -nr | awk '{printf "%s%s %s µs, %s cs", (NR > 1 ? "; " : ""), $1, $2, $3}') |"$'\n'
+      done
+    fi
     ram_ratio="–"
     [ -n "$RAMWORK" ] && ram_ratio="**$(ratio "${IOPS[ram]}" "${IOPS[memory]}")×**"
     ROWS+="| $rw | $qd | ${IOPS[memory]} | ${IOPS[ram]} | $ram_ratio | ${IOPS[disk]} | **$(ratio "${IOPS[disk]}" "${IOPS[memory]}")×** | ${LAT[memory]} | ${LAT[ram]} | ${LAT[disk]} |"$'\n'
@@ -178,6 +198,16 @@ OUT=$WORK/section.md
   echo "| pattern | QD | µs/IO memory | µs/IO RAM | µs/IO disk | cs/IO memory | cs/IO RAM | cs/IO disk | p50 RAM / memory | p50 disk / memory |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$COSTS"
+  echo
+  echo "Where the server's CPU goes at QD 16, per I/O, by thread (\`/proc/PID/task\`, summed over the"
+  echo "rounds): \`nbdkit\` is nbdkit's own threads running the plugin (socket, volume, array"
+  echo "append), \`eraid-rows\` compresses full rows and appends them to the drives, \`iou-wrk\` is"
+  echo "io_uring's workers copying into the flash files; io_uring workers that exited within a"
+  echo "round are not counted."
+  echo
+  echo "| pattern | server | threads: CPU µs and context switches per I/O |"
+  echo "|---|---|---|"
+  printf '%s' "$SPLIT"
   echo
   echo "Targets (issue 16), at QD 16: randwrite ≥ 0.6× the memory plugin with flash in RAM and"
   echo "≥ 0.45× on disk; randread ≥ 0.9×; ≤ 10 µs of server CPU and ≤ 0.3 context switches per"
