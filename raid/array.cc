@@ -1324,7 +1324,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   };
   // 1. Build the new redundancy beside the old, from verified data, a row at a time.
   // Reads and writes run under the lock *shared*: user reads go on beside them, and a
-  // user write waits for at most one block's read or one chunk's write (the lock prefers
+  // user write waits for at most one chunk's reads or one chunk's write (the lock prefers
   // writers, so each gets in between). Whatever could change what they touch takes the
   // lock exclusively: freeing the segment, a device failing or being replaced, any write
   // to the segment. The exclusive lock is taken here only to change the array's state: a
@@ -1359,25 +1359,35 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   for (uint32_t r = 0; r < rows; ++r) {
     std::fill(row.begin(), row.end(), std::byte{0});
     for (StoredBlock& b : stored) b.bytes.clear();  // beyond the frontier: zeros, no stored form
-    for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
-      const auto pos = static_cast<uint32_t>(r * rb + i);
-      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
-      bool verified = false, stop = false;
+    const uint64_t row_end = std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
+    for (uint64_t i = 0; i < row_end;) {
+      // Up to a chunk of blocks is read per hold of the shared lock: taken per block, a
+      // waiting writer was woken on every release, and the lock's traffic was ~40% of
+      // the converting thread's time (perf, randwrite beside a 100 MB/s conversion).
+      // Stops at the first block that does not verify (or at a change).
+      const uint64_t end = std::min<uint64_t>(row_end, i + geometry_.chunk_blocks);
       {
         std::shared_lock lock(mu_);
-        stop = !unchanged();
-        const Place p = geometry_.Primary(s, pos);
-        if (!stop && io_->state(p.device) == DeviceState::kOk) {
+        const bool stop = !unchanged();
+        for (; !stop && i < end; ++i) {
+          const auto pos = static_cast<uint32_t>(r * rb + i);
+          std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
+          const Place p = geometry_.Primary(s, pos);
+          if (io_->state(p.device) != DeviceState::kOk) break;
           Status st = io_->device(p.device)->ReadStored(Lba(p.lba), out, &stored[i]);
           fast_reads_[p.device].fetch_add(1, std::memory_order_relaxed);
-          if (st.ok()) {
-            verified = Crc32c(out) == seg.crc[pos];
-          } else {
+          if (!st.ok()) {
             errors.emplace_back(p.device, std::move(st));
+            break;
           }
+          if (Crc32c(out) != seg.crc[pos]) break;
         }
+        if (i == end) continue;  // the whole piece read and verified
       }
-      if (verified) continue;
+      // Block i did not verify (or could not be read, or something changed): read again
+      // under the exclusive lock, through the path that reconstructs and repairs it.
+      const auto pos = static_cast<uint32_t>(r * rb + i);
+      std::span<std::byte> out(row.data() + BlocksToBytes(i), kBlockSize);
       stored[i].bytes.clear();
       std::lock_guard lock(mu_);
       account();
@@ -1387,6 +1397,7 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
         return finish(Status::DataLoss("convert: segment " + std::to_string(s.value) + " position " +
                                        std::to_string(pos) + ": no copy matches its CRC"));
       }
+      ++i;
     }
     writes.clear();
     SchemeFor(to).RowWrites(geometry_, s, r, row, false, &scratch, &writes);

@@ -208,6 +208,53 @@ TEST(ArrayTest, ConversionsBothWaysKeepDataAndRedundancy) {
   EXPECT_EQ(rig.array->Convert(open, SegmentScheme::kRaid10).code(), StatusCode::kBusy);
 }
 
+// A conversion reads a chunk's blocks per hold of the shared lock and stops at the first
+// that fails its CRC: that one is read again through the repairing path, and the rest of
+// the chunk is read after it. Rot in the first, a middle and the last block of a chunk,
+// and in two blocks next to each other, is repaired and none of it is copied into the
+// new redundancy.
+TEST(ArrayTest, ConversionRepairsBitRotItMeetsAndCopiesNoneOfIt) {
+  for (auto from : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    Rig rig(4, 8, 4, 4096, 21);
+    const ArrayGeometry& g = rig.array->geometry();
+    SegmentId s = rig.array->AllocateSegment(from).value();
+    rig.Fill(s, 10000, false);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    // In the second row: its first chunk's first two blocks, a middle one and its last,
+    // and two neighbours in the next chunk — those of them that hold data (a summary
+    // block takes some positions). No two share a stripe (the same offset in their
+    // chunks), so RAID5 can rebuild each from the others.
+    const uint32_t rb = g.row_blocks();
+    std::vector<uint32_t> rotten;
+    for (uint32_t off : {0u, 1u, 4u, 7u, 10u, 11u}) {
+      const uint32_t pos = rb + off;
+      if (!rig.model.count({s.value, pos})) continue;
+      rotten.push_back(pos);
+      const Place p = g.Primary(s, pos);
+      ASSERT_TRUE(rig.faulty[p.device]->FlipBit(Lba(p.lba), 8 * off + 1).ok());
+    }
+    ASSERT_GE(rotten.size(), 5u);
+    const SegmentScheme to = from == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    Status converted = rig.array->Convert(s, to);
+    ASSERT_TRUE(converted.ok()) << converted.ToString();
+    EXPECT_EQ(rig.array->segment_info(s).scheme, to);
+    EXPECT_EQ(rig.array->stats().crc_mismatches, rotten.size()) << raid_format::SchemeName(from);
+    EXPECT_EQ(rig.array->stats().repairs, rotten.size());
+    auto scrub = rig.array->Scrub();
+    ASSERT_TRUE(scrub.ok());
+    EXPECT_EQ(scrub->crc_mismatches + scrub->parity_mismatches + scrub->mirror_mismatches, 0u)
+        << "the new redundancy was built from repaired data";
+    // Every device can go and each block is still there: the redundancy is whole.
+    for (uint32_t d = 0; d < 4; ++d) {
+      rig.Reopen();
+      rig.faulty[d]->FailStop();
+      rig.VerifyAll("device " + std::to_string(d) + " down after a conversion that met rot");
+      rig.faulty[d]->ClearFaults();
+      ASSERT_TRUE(rig.array->Replace(d, rig.faulty[d].get()).ok());
+    }
+  }
+}
+
 TEST(ArrayTest, DegradedReadAmplification) {
   // RAID5 reconstructs from n other blocks; RAID10 from 1.
   for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
