@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 . "$ROOT/tools/bench/lib.sh"
+ARGS="$*"  # for the Command: line, so a figure says how it was made
 BUILD=$ROOT/build
 QUICK=0
 RUNTIME=20
@@ -177,7 +178,7 @@ OUT=$WORK/section.md
 {
   echo "## Block device over NBD (tools/)"
   echo
-  echo "Command: \`tools/bench/nbd-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
+  echo "Command: \`tools/bench/nbd-bench.sh${ARGS:+ $ARGS}\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
   echo "eraid: 4 emulated drives of $DEVSIZE flash (2× expansion, zstd −3, FlashAlloc), served by \`eraid serve\`,"
   echo "twice: with the drives' flash files in RAM (tmpfs) and on the disk ($(fstype "$TMPBASE")). Ceiling: nbdkit's"
   echo "memory plugin (\`nbdkit --threads 1 memory\`), in the same run. fio ioengine=nbd over a Unix socket, 4 KiB, ${RUNTIME} s per point and target,"
