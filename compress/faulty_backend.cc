@@ -268,20 +268,35 @@ void FaultyBackend::CrashAfterOps(uint64_t n, std::optional<uint64_t> seed) {
   crash_seed_ = seed;
 }
 
+void FaultyBackend::CrashKeeping(const Survives& survives) {
+  std::lock_guard lock(mu_);
+  CrashKeepingLocked(survives);
+}
+
 void FaultyBackend::CrashLocked(std::optional<uint64_t> seed) {
+  if (!seed) {
+    CrashKeepingLocked([](Lba, std::span<const std::byte>) { return false; });
+    return;
+  }
+  std::mt19937_64 rng(*seed);
+  CrashKeepingLocked([&](Lba, std::span<const std::byte>) { return (rng() & 1) != 0; });  // in LBA order, as before
+}
+
+void FaultyBackend::CrashKeepingLocked(const Survives& survives) {
   ++stats_.crashes;
   crash_countdown_ = 0;
-  if (seed) {
-    std::mt19937_64 rng(*seed);
-    std::map<uint64_t, CachedBlock> survivors;
-    for (auto& [lba, block] : cache_) {
-      if (rng() & 1) survivors.emplace(lba, std::move(block));
-      else ++stats_.dropped_blocks;
+  std::map<uint64_t, CachedBlock> survivors;
+  for (auto& [lba, block] : cache_) {
+    const std::span<const std::byte> data = block ? std::span<const std::byte>(*block) : std::span<const std::byte>();
+    if (survives(Lba(lba), data)) {
+      survivors.emplace(lba, std::move(block));
+    } else {
+      ++stats_.dropped_blocks;
     }
+  }
+  if (!survivors.empty()) {
     (void)DestageLocked(survivors);  // best effort: the media keeps what reached it
     (void)inner_.Flush();
-  } else {
-    stats_.dropped_blocks += cache_.size();
   }
   cache_.clear();
   crashed_ = true;

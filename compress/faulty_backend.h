@@ -27,10 +27,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "compress/backend.h"
@@ -111,6 +113,12 @@ class FaultyBackend final : public Backend {
   // Power cut. With no seed every cached block is lost; with a seed each cached block
   // independently survives with probability 1/2 (printed seeds make this replayable).
   void Crash(std::optional<uint64_t> seed = std::nullopt);
+  // Power cut in which exactly the cached blocks `survives` picks reach the media: one
+  // chosen ordering of the cache's writes, the worst case for an invariant (say, the
+  // erase marks kept and the writes they relied on lost).
+  // `data` is the cached block, or empty for a trimmed one.
+  using Survives = std::function<bool(Lba lba, std::span<const std::byte> data)>;
+  void CrashKeeping(const Survives& survives);
   // Arms a crash that happens as the n-th operation from now (1 = the next) starts: that
   // operation and every later one fail with Aborted until Restart().
   void CrashAfterOps(uint64_t n, std::optional<uint64_t> seed = std::nullopt);
@@ -136,6 +144,7 @@ class FaultyBackend final : public Backend {
   // Writes cached blocks to the wrapped backend. REQUIRES: mu_ held.
   Status DestageLocked(const std::map<uint64_t, CachedBlock>& blocks);
   void CrashLocked(std::optional<uint64_t> seed);
+  void CrashKeepingLocked(const Survives& survives);
 
   Backend& inner_;
   CompletionQueue completions_;
