@@ -467,6 +467,17 @@ std::vector<std::optional<NbdLinkStats>> ArrayDir::links() const {
 }
 
 // The I/O timeout's bounds, for every way of setting it.
+Status ArrayDir::Probe(const std::string& dir) {
+  ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
+  (void)kv;
+  const std::string lock_path = dir + "/eraid.lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoError("cannot open " + lock_path + ": " + std::strerror(errno));
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);  // and with it the lock, if taken
+  return free ? Status::Ok() : Status::Busy("the array in " + dir + " is in use");
+}
+
 static Status CheckIoTimeout(uint32_t timeout_ms) {
   if (timeout_ms == 0 || timeout_ms > 86400000u) {
     return Status::InvalidArgument("--io-timeout must be more than 0 and at most a day");

@@ -66,6 +66,9 @@ class ArrayDir {
   static Result<std::unique_ptr<ArrayDir>> Create(const std::string& dir, const ArrayDirOptions& options, bool force);
   // Takes DIR/eraid.lock exclusively: one process opens an array at a time (Busy else).
   static Result<std::unique_ptr<ArrayDir>> Open(const std::string& dir);
+  // What Open would refuse at once, without opening: no array (or a damaged manifest) in
+  // DIR, or the array in use. Starts no thread (nbdkit's get_ready, before it forks).
+  static Status Probe(const std::string& dir);
   ~ArrayDir();
 
   const std::string& dir() const { return dir_; }

@@ -63,15 +63,20 @@ int ConfigComplete() {
   return 0;
 }
 
+// Only checks: nbdkit forks into the background after get_ready unless run with -f (as
+// `eraid serve` runs it), and the threads an open starts (the drives' workers, the row
+// writer, remote drives' pollers) would not exist in the child — `nbdkit eraid dir=DIR`
+// then aborted at unload, joining threads of the parent. The array opens in AfterFork.
 int GetReady() {
+  eraid::Status s = eraid::ArrayDir::Probe(g_dir);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// After nbdkit has (perhaps) forked into the background: the open and every thread.
+int AfterFork() {
   auto a = eraid::ArrayDir::Open(g_dir);
   if (!a.ok()) return Fail(a.status());
   g_array = std::move(a).value();
-  return 0;
-}
-
-// Threads start after nbdkit has (perhaps) forked into the background.
-int AfterFork() {
   g_array->StartServing();
   g_admin = std::make_unique<eraid::AdminServer>(*g_array, [] { nbdkit_shutdown(); });
   eraid::Status s = g_admin->Start();
