@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/crc32c.h"
+#include "common/encoding.h"
 #include "common/thread_priority.h"
 #include "raid/scheme.h"
 
@@ -514,20 +515,23 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
   }
   // The newest valid superblock of each device; the newest of all defines the array.
   std::vector<std::optional<Superblock>> supers(devices.size());
-  // Devices that answer neither superblock read (gone: a drive host that is down). One
-  // of them the array can do without: it opens degraded.
+  // Devices that answer neither superblock read (gone: a drive host that is down), or
+  // whose copies both read but neither checks out though one at least is an eraid
+  // superblock (rotten: bit rot hit both, not a foreign device). One of them the array
+  // can do without: it opens degraded, that device failed, to be rebuilt.
   std::vector<bool> gone(devices.size(), false);
   uint32_t gone_count = 0;
   std::vector<std::byte> block(kBlockSize);
   const Superblock* newest = nullptr;
   std::string why;
   for (size_t d = 0; d < devices.size(); ++d) {
-    uint32_t read_errors = 0;
+    uint32_t read_errors = 0, ours = 0;
     for (uint64_t slot = 0; slot < 2; ++slot) {
       if (!devices[d]->Read(Lba(slot), block).ok()) {
         ++read_errors;
         continue;
       }
+      ours += GetLe64(block.data()) == kSuperMagic;
       auto sb = DecodeSuperblock(block);
       if (!sb.ok()) {
         why = sb.status().ToString();
@@ -535,7 +539,7 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
       }
       if (!supers[d] || sb->generation > supers[d]->generation) supers[d] = *sb;
     }
-    if (read_errors == 2) {
+    if (read_errors == 2 || (!supers[d] && ours > 0)) {
       gone[d] = true;
       ++gone_count;
     }

@@ -317,6 +317,57 @@ TEST(ArrayTest, BitFlipsInDataParityMirrorAndSummaryAreRepaired) {
   }
 }
 
+// Bit rot in both superblock copies of one device: the device is as good as gone (its
+// identity cannot be checked), and the array opens degraded without it, every block read
+// from the others' redundancy, until a rebuild; two such devices are one too many. A
+// device with no eraid superblock at all (zeros: a foreign or blank disk) is still refused.
+TEST(ArrayTest, RotInBothSuperblockCopiesOfOneDeviceFailsItAtOpen) {
+  Rig rig(4, 4, 4, 4096, 31);
+  for (int i = 0; i < 3; ++i) {
+    SegmentId s = rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
+    rig.Fill(s, 500);
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+  }
+  ASSERT_TRUE(rig.array->Flush().ok());
+  rig.array.reset();
+  for (uint64_t slot : {0, 1}) ASSERT_TRUE(rig.faulty[2]->FlipBit(Lba(slot), 700 + static_cast<uint32_t>(slot)).ok());
+  auto a = ElasticArray::Open(rig.devs);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  rig.array = std::move(a).value();
+  EXPECT_EQ(rig.array->stats().devices[2].state, DeviceState::kFailed);
+  for (uint32_t d : {0u, 1u, 3u}) EXPECT_EQ(rig.array->stats().devices[d].state, DeviceState::kOk);
+  rig.VerifyAll("opened with device 2's superblocks rotten");
+  ASSERT_TRUE(rig.array->Replace(2, rig.faulty[2].get()).ok());  // rebuilt in place
+  rig.Reopen();
+  EXPECT_EQ(rig.array->stats().devices[2].state, DeviceState::kOk);
+  rig.VerifyAll("after the rebuild");
+  // Two devices rotten: refused.
+  rig.array.reset();
+  for (uint32_t d : {0u, 3u}) {
+    for (uint64_t slot : {0, 1}) ASSERT_TRUE(rig.faulty[d]->FlipBit(Lba(slot), 900).ok());
+  }
+  EXPECT_FALSE(ElasticArray::Open(rig.devs).ok());
+  for (uint32_t d : {0u, 3u}) {
+    for (uint64_t slot : {0, 1}) ASSERT_TRUE(rig.faulty[d]->FlipBit(Lba(slot), 900).ok());  // flipped back
+  }
+  rig.Reopen();
+  rig.VerifyAll("the flips undone");
+  // A device that holds no eraid superblock: not rot, refused.
+  rig.array.reset();
+  const std::vector<std::byte> zeros(kBlockSize);
+  std::vector<std::byte> saved(2 * kBlockSize);
+  ASSERT_TRUE(rig.media[1]->Read(Lba(0), saved).ok());
+  ASSERT_TRUE(rig.media[1]->Write(Lba(0), zeros).ok());
+  ASSERT_TRUE(rig.media[1]->Write(Lba(1), zeros).ok());
+  auto refused = ElasticArray::Open(rig.devs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("device 1 has no valid superblock"), std::string::npos)
+      << refused.status().ToString();
+  ASSERT_TRUE(rig.media[1]->Write(Lba(0), saved).ok());
+  rig.Reopen();
+  rig.VerifyAll("device 1's superblocks put back");
+}
+
 TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
   Rig rig(4, 4, 2, 8192, 12);
   std::vector<SegmentId> segs;
