@@ -14,7 +14,9 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U, kAlign>&) {}  // NOLINT
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kAlign))); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kAlign)));
+  }
   void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kAlign)); }
   template <typename U>
   struct rebind {

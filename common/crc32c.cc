@@ -12,7 +12,8 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size_bytes) {
   uint32_t reg = ~crc;
   auto* p = static_cast<unsigned char*>(const_cast<void*>(data));
   while (size_bytes > 0) {
-    int n = size_bytes > static_cast<size_t>(INT_MAX / 2) ? INT_MAX / 2 : static_cast<int>(size_bytes);
+    int n =
+        size_bytes > static_cast<size_t>(INT_MAX / 2) ? INT_MAX / 2 : static_cast<int>(size_bytes);
     reg = crc32_iscsi(p, n, reg);
     p += n;
     size_bytes -= static_cast<size_t>(n);

@@ -22,7 +22,8 @@ inline void PutLe64(std::byte* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
 }
 inline uint16_t GetLe16(const std::byte* p) {
-  return static_cast<uint16_t>(std::to_integer<uint16_t>(p[0]) | std::to_integer<uint16_t>(p[1]) << 8);
+  return static_cast<uint16_t>(std::to_integer<uint16_t>(p[0]) | std::to_integer<uint16_t>(p[1])
+                                                                     << 8);
 }
 inline uint32_t GetLe32(const std::byte* p) {
   uint32_t v = 0;
@@ -38,11 +39,33 @@ inline uint64_t GetLe64(const std::byte* p) {
 class Writer {
  public:
   explicit Writer(std::span<std::byte> out) : out_(out) {}
-  void U8(uint8_t v) { if (Room(1)) out_[pos_++] = static_cast<std::byte>(v); }
-  void U16(uint16_t v) { if (Room(2)) { PutLe16(&out_[pos_], v); pos_ += 2; } }
-  void U32(uint32_t v) { if (Room(4)) { PutLe32(&out_[pos_], v); pos_ += 4; } }
-  void U64(uint64_t v) { if (Room(8)) { PutLe64(&out_[pos_], v); pos_ += 8; } }
-  void Bytes(const void* p, size_t n) { if (Room(n)) { std::memcpy(&out_[pos_], p, n); pos_ += n; } }
+  void U8(uint8_t v) {
+    if (Room(1)) out_[pos_++] = static_cast<std::byte>(v);
+  }
+  void U16(uint16_t v) {
+    if (Room(2)) {
+      PutLe16(&out_[pos_], v);
+      pos_ += 2;
+    }
+  }
+  void U32(uint32_t v) {
+    if (Room(4)) {
+      PutLe32(&out_[pos_], v);
+      pos_ += 4;
+    }
+  }
+  void U64(uint64_t v) {
+    if (Room(8)) {
+      PutLe64(&out_[pos_], v);
+      pos_ += 8;
+    }
+  }
+  void Bytes(const void* p, size_t n) {
+    if (Room(n)) {
+      std::memcpy(&out_[pos_], p, n);
+      pos_ += n;
+    }
+  }
   size_t position() const { return pos_; }
   bool ok() const { return ok_; }
 
@@ -60,10 +83,27 @@ class Reader {
  public:
   explicit Reader(std::span<const std::byte> in) : in_(in) {}
   uint8_t U8() { return Room(1) ? std::to_integer<uint8_t>(in_[pos_++]) : 0; }
-  uint16_t U16() { if (!Room(2)) return 0; pos_ += 2; return GetLe16(&in_[pos_ - 2]); }
-  uint32_t U32() { if (!Room(4)) return 0; pos_ += 4; return GetLe32(&in_[pos_ - 4]); }
-  uint64_t U64() { if (!Room(8)) return 0; pos_ += 8; return GetLe64(&in_[pos_ - 8]); }
-  void Bytes(void* p, size_t n) { if (Room(n)) { std::memcpy(p, &in_[pos_], n); pos_ += n; } }
+  uint16_t U16() {
+    if (!Room(2)) return 0;
+    pos_ += 2;
+    return GetLe16(&in_[pos_ - 2]);
+  }
+  uint32_t U32() {
+    if (!Room(4)) return 0;
+    pos_ += 4;
+    return GetLe32(&in_[pos_ - 4]);
+  }
+  uint64_t U64() {
+    if (!Room(8)) return 0;
+    pos_ += 8;
+    return GetLe64(&in_[pos_ - 8]);
+  }
+  void Bytes(void* p, size_t n) {
+    if (Room(n)) {
+      std::memcpy(p, &in_[pos_], n);
+      pos_ += n;
+    }
+  }
   size_t position() const { return pos_; }
   bool ok() const { return ok_; }
 

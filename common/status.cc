@@ -4,16 +4,26 @@ namespace eraid {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kNoSpace: return "NoSpace";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kNotSupported: return "NotSupported";
-    case StatusCode::kBusy: return "Busy";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kAborted: return "Aborted";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kNoSpace:
+      return "NoSpace";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kNotSupported:
+      return "NotSupported";
+    case StatusCode::kBusy:
+      return "Busy";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kAborted:
+      return "Aborted";
   }
   return "Unknown";
 }

@@ -25,13 +25,13 @@ enum class StatusCode : uint8_t {
   kOk = 0,
   kInvalidArgument,  // the caller asked for something malformed; never retryable
   kNotFound,
-  kIoError,          // a device operation failed
-  kNoSpace,          // physical capacity exhausted; nothing was changed
-  kCorruption,       // stored bytes failed a check (CRC, magic, version)
+  kIoError,     // a device operation failed
+  kNoSpace,     // physical capacity exhausted; nothing was changed
+  kCorruption,  // stored bytes failed a check (CRC, magic, version)
   kNotSupported,
-  kBusy,             // transient: queue full, resource locked; retry
-  kDataLoss,         // acknowledged data cannot be returned
-  kAborted,          // the device or array was shut down / failed under the call
+  kBusy,      // transient: queue full, resource locked; retry
+  kDataLoss,  // acknowledged data cannot be returned
+  kAborted,   // the device or array was shut down / failed under the call
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -50,12 +50,16 @@ class [[nodiscard]] Status {
   Status& operator=(Status&&) noexcept = default;
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
   static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
   static Status NoSpace(std::string msg) { return {StatusCode::kNoSpace, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
-  static Status NotSupported(std::string msg) { return {StatusCode::kNotSupported, std::move(msg)}; }
+  static Status NotSupported(std::string msg) {
+    return {StatusCode::kNotSupported, std::move(msg)};
+  }
   static Status Busy(std::string msg) { return {StatusCode::kBusy, std::move(msg)}; }
   static Status DataLoss(std::string msg) { return {StatusCode::kDataLoss, std::move(msg)}; }
   static Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
@@ -82,7 +86,8 @@ class [[nodiscard]] Status {
     StatusCode code;
     std::string message;
   };
-  Status(StatusCode code, std::string msg) : rep_(std::make_unique<Rep>(Rep{code, std::move(msg)})) {}
+  Status(StatusCode code, std::string msg)
+      : rep_(std::make_unique<Rep>(Rep{code, std::move(msg)})) {}
 
   std::unique_ptr<Rep> rep_;  // null: OK
 };
@@ -90,7 +95,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "Result built from an OK status carries no value");
   }
@@ -99,9 +104,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
 
   // REQUIRES: ok().
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -114,9 +128,9 @@ class [[nodiscard]] Result {
 }  // namespace eraid
 
 // Propagates a non-OK Status to the caller.
-#define ERAID_RETURN_IF_ERROR(expr)             \
-  do {                                          \
-    ::eraid::Status eraid_status_ = (expr);     \
+#define ERAID_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::eraid::Status eraid_status_ = (expr);        \
     if (!eraid_status_.ok()) return eraid_status_; \
   } while (0)
 

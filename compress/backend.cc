@@ -1,10 +1,9 @@
 #include "compress/backend.h"
 
-#include <cstring>
-#include <vector>
-
 #include <atomic>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 namespace eraid {
 
@@ -52,7 +51,8 @@ Status Backend::Read(Lba lba, std::span<std::byte> buf) {
 }
 Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   if (out.empty()) return Status::Ok();
-  const uint64_t first = offset_bytes / kBlockSize, last = (offset_bytes + out.size() - 1) / kBlockSize;
+  const uint64_t first = offset_bytes / kBlockSize,
+                 last = (offset_bytes + out.size() - 1) / kBlockSize;
   thread_local std::vector<std::byte> pages;
   pages.resize(BlocksToBytes(last - first + 1));
   ERAID_RETURN_IF_ERROR(Read(Lba(first), pages));
@@ -66,7 +66,8 @@ Status Backend::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* store
   stored->bytes.clear();
   return Read(lba, out);
 }
-Status Backend::WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock>) {
+Status Backend::WriteStored(Lba lba, std::span<const std::byte> data,
+                            std::span<const StoredBlock>) {
   return Write(lba, data);
 }
 Status Backend::Trim(Lba lba, uint64_t count_blocks) {

@@ -72,7 +72,8 @@ class Backend {
   // records as they are (if every block of the write is packed: none is {kRaw, 0});
   // every other device writes `buf`, which is what the default does.
   virtual void SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
-                                 std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
+                                 std::shared_ptr<const PackedBlocks> packed, uint32_t first,
+                                 IoCallback done) {
     (void)packed, (void)first;
     SubmitWrite(lba, buf, std::move(done));
   }
@@ -106,7 +107,8 @@ class Backend {
   // Write() of `data`, where `stored` (empty, or one per block) holds each block's stored
   // form from a device of the same kind, which a device may store as it is instead of
   // encoding `data` again. The default ignores it.
-  virtual Status WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored);
+  virtual Status WriteStored(Lba lba, std::span<const std::byte> data,
+                             std::span<const StoredBlock> stored);
   Status Trim(Lba lba, uint64_t count_blocks);
   Status Flush();
 

@@ -47,7 +47,9 @@ Compressed CompressBlock(const CodecConfig& config, const std::byte* in, std::by
 // instead of a copy, until their workers have stored it.
 struct PackedBlocks {
   PackedBlocks(const CodecConfig& c, size_t blocks)
-      : config(c), sizes(blocks), bytes(std::make_unique_for_overwrite<std::byte[]>(blocks * kBlockSize)) {}
+      : config(c),
+        sizes(blocks),
+        bytes(std::make_unique_for_overwrite<std::byte[]>(blocks * kBlockSize)) {}
   std::byte* payload(size_t i) { return bytes.get() + i * kBlockSize; }
   const std::byte* payload(size_t i) const { return bytes.get() + i * kBlockSize; }
   // Whether a drive compressing with `c` would have produced these records.

@@ -33,22 +33,22 @@ struct CompressedDrive::Eu {
   enum class State : uint8_t { kFree, kOpen, kSealed, kErasing };
   State state = State::kFree;
   uint32_t stream = 0;
-  uint64_t gen = 0;           // seq of the EU-header record
-  uint32_t write_ptr = 0;     // bytes of records written
-  uint64_t live_bytes = 0;    // invariant 4
-  uint64_t max_trim_seq = 0;  // newest trim record held; 0 if none
+  uint64_t gen = 0;                // seq of the EU-header record
+  uint32_t write_ptr = 0;          // bytes of records written
+  uint64_t live_bytes = 0;         // invariant 4
+  uint64_t max_trim_seq = 0;       // newest trim record held; 0 if none
   uint64_t max_superseded_by = 0;  // newest record that made one of its records garbage
-  bool writing = false;       // its pages are in flight to flash (flash_writes_)
+  bool writing = false;            // its pages are in flight to flash (flash_writes_)
 };
 
 struct CompressedDrive::Stream {
-  int64_t eu = -1;             // open EU, or -1
-  std::vector<std::byte> buf;  // the open EU's bytes (zero beyond write_ptr)
-  uint64_t synced_bytes = 0;   // prefix of buf known to be on flash
+  int64_t eu = -1;                  // open EU, or -1
+  std::vector<std::byte> buf;       // the open EU's bytes (zero beyond write_ptr)
+  uint64_t synced_bytes = 0;        // prefix of buf known to be on flash
   uint64_t first_unsynced_seq = 0;  // oldest record not yet fully on flash; 0: none
   // Its latest page write of the open EU (WritePagesLocked), while it may be in flight.
   CompressedDrive::WriteDone last_write;
-  bool active = false;         // a FlashAlloc range owns this stream
+  bool active = false;  // a FlashAlloc range owns this stream
   uint64_t last_use = 0;
 };
 
@@ -87,7 +87,8 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
       usable_bytes_([&] {
         int64_t eus = int64_t{g.num_eus} - (kFirstRangeStream + options.max_flashalloc_ranges) -
                       options.gc_free_eus - 1;
-        return eus > 0 ? uint64_t(eus) * (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes - kMaxRecordBytes)
+        return eus > 0 ? uint64_t(eus) *
+                             (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes - kMaxRecordBytes)
                        : 0;
       }()),
       map_(g.logical_blocks, kUnmapped),
@@ -155,8 +156,13 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
   // invalidate both checkpoint slots before writing the first one.
   ERAID_RETURN_IF_ERROR(flash.Trim(Lba(1), flash_blocks - 1).WithContext("format: erase"));
   std::vector<std::byte> block(kBlockSize);
-  Superblock sb{g.eu_blocks, flash_blocks, g.logical_blocks, g.data_start_block,
-                g.num_eus, g.ckpt_slot_blocks, static_cast<uint32_t>(options.expansion * 1000)};
+  Superblock sb{g.eu_blocks,
+                flash_blocks,
+                g.logical_blocks,
+                g.data_start_block,
+                g.num_eus,
+                g.ckpt_slot_blocks,
+                static_cast<uint32_t>(options.expansion * 1000)};
   EncodeSuperblock(sb, block);
   ERAID_RETURN_IF_ERROR(flash.Write(Lba(0), block).WithContext("format: superblock"));
   std::lock_guard lock(drive->mu_);
@@ -195,15 +201,18 @@ Status CompressedDrive::Read(Lba lba, std::span<std::byte> buf) {
   return options_.write_cache_blocks ? CachedRead(lba, buf) : DoRead(lba, buf);
 }
 void CompressedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
-  completions_.Push(std::move(done), options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
+  completions_.Push(std::move(done),
+                    options_.write_cache_blocks ? CacheWrite(lba, buf) : DoWrite(lba, buf));
 }
 void CompressedDrive::SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
-                                        std::shared_ptr<const PackedBlocks> packed, uint32_t first, IoCallback done) {
+                                        std::shared_ptr<const PackedBlocks> packed, uint32_t first,
+                                        IoCallback done) {
   const uint64_t n = BytesToBlocks(buf.size());
   bool usable = packed && packed->Matches(options_.codec) && first + n <= packed->sizes.size();
   for (uint64_t i = 0; usable && i < n; ++i) {  // every block packed ({kRaw, 0}: not)
     const Compressed c = packed->sizes[first + i];
-    usable = c.size_bytes > 0 && c.size_bytes <= kMaxCompressedBlockBytes && (c.codec != Codec::kRaw || c.size_bytes == kBlockSize);
+    usable = c.size_bytes > 0 && c.size_bytes <= kMaxCompressedBlockBytes &&
+             (c.codec != Codec::kRaw || c.size_bytes == kBlockSize);
   }
   if (!usable) {
     SubmitWrite(lba, buf, std::move(done));
@@ -214,7 +223,9 @@ void CompressedDrive::SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
     s = CacheWrite(lba, buf, std::move(packed), first);
   } else {
     s = CheckExtent(lba, buf.size());
-    if (s.ok()) s = Store(lba.value, n, packed->payload(first), std::span(packed->sizes).subspan(first, n), 0, 0);
+    if (s.ok())
+      s = Store(lba.value, n, packed->payload(first), std::span(packed->sizes).subspan(first, n), 0,
+                0);
   }
   completions_.Push(std::move(done), std::move(s));
 }
@@ -255,8 +266,8 @@ Status CompressedDrive::CachedBlock::CopyTo(std::byte* out) const {
   return DecompressBlock(c.codec, std::span(packed->payload(offset), c.size_bytes), out);
 }
 
-Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed,
-                                   uint32_t first) {
+Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf,
+                                   std::shared_ptr<const PackedBlocks> packed, uint32_t first) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
   const uint64_t n = BytesToBlocks(buf.size());
   if (n > options_.write_cache_blocks) return DrainCache().ok() ? DoWrite(lba, buf) : DrainCache();
@@ -270,10 +281,12 @@ Status CompressedDrive::CacheWrite(Lba lba, std::span<const std::byte> buf, std:
   ERAID_RETURN_IF_ERROR(AdmitLocked(lba, n, worst));
   const uint64_t id = next_cache_id_++;
   for (uint64_t i = 0; i < n; ++i) {
-    cached_[lba.value + i] = packed ? CachedBlock{id, nullptr, first + i, packed} : CachedBlock{id, data, BlocksToBytes(i), nullptr};
+    cached_[lba.value + i] = packed ? CachedBlock{id, nullptr, first + i, packed}
+                                    : CachedBlock{id, data, BlocksToBytes(i), nullptr};
   }
   cached_size_.store(cached_.size(), std::memory_order_release);
-  cache_queue_.push_back(CachedWrite{lba.value, n, id, std::move(data), nullptr, worst, std::move(packed), first});
+  cache_queue_.push_back(
+      CachedWrite{lba.value, n, id, std::move(data), nullptr, worst, std::move(packed), first});
   cache_blocks_ += n;
   if (!cache_worker_.joinable()) cache_worker_ = std::thread([this] { CacheWorker(); });
   cache_work_cv_.notify_one();
@@ -330,7 +343,8 @@ Status CompressedDrive::CachedRead(Lba lba, std::span<std::byte> buf) {
   // A block leaves the cache only after the mapping points at its record, so a miss here
   // reads the stored copy (or a newer one).
   for (uint64_t i = 0; i < n; ++i) {
-    if (!hit[i]) ERAID_RETURN_IF_ERROR(DoRead(Lba(lba.value + i), buf.subspan(BlocksToBytes(i), kBlockSize)));
+    if (!hit[i])
+      ERAID_RETURN_IF_ERROR(DoRead(Lba(lba.value + i), buf.subspan(BlocksToBytes(i), kBlockSize)));
   }
   return Status::Ok();
 }
@@ -344,7 +358,8 @@ Status CompressedDrive::DrainCacheOf(Lba lba, uint64_t count_blocks) {
   {
     std::lock_guard lock(cache_mu_);
     if (count_blocks < cached_.size()) {
-      for (uint64_t b = lba.value; b < lba.value + count_blocks && !any; ++b) any = cached_.count(b) > 0;
+      for (uint64_t b = lba.value; b < lba.value + count_blocks && !any; ++b)
+        any = cached_.count(b) > 0;
     } else {
       for (const auto& [b, c] : cached_) any |= b >= lba.value && b - lba.value < count_blocks;
     }
@@ -394,9 +409,11 @@ void CompressedDrive::CacheWorker() {
     lock.unlock();
     std::vector<Status> results;
     for (const CachedWrite& w : batch) {
-      results.push_back(w.packed ? Store(w.lba, w.blocks, w.packed->payload(w.packed_first),
-                                         std::span(w.packed->sizes).subspan(w.packed_first, w.blocks), w.reserved, 0)
-                                 : DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data), w.reserved));
+      results.push_back(w.packed
+                            ? Store(w.lba, w.blocks, w.packed->payload(w.packed_first),
+                                    std::span(w.packed->sizes).subspan(w.packed_first, w.blocks),
+                                    w.reserved, 0)
+                            : DoWrite(Lba(w.lba), std::span<const std::byte>(*w.data), w.reserved));
     }
     lock.lock();
     for (size_t b = 0; b < batch.size(); ++b) {
@@ -429,12 +446,14 @@ Status CompressedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBloc
   if (out.size() != kBlockSize) return Status::InvalidArgument("ReadStored takes one block");
   if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
     std::lock_guard lock(cache_mu_);
-    if (auto it = cached_.find(lba.value); it != cached_.end()) return it->second.CopyTo(out.data());  // not stored yet: the data only
+    if (auto it = cached_.find(lba.value); it != cached_.end())
+      return it->second.CopyTo(out.data());  // not stored yet: the data only
   }
   return ReadBlock(lba.value, out.data(), stored);
 }
 
-Status CompressedDrive::WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored) {
+Status CompressedDrive::WriteStored(Lba lba, std::span<const std::byte> data,
+                                    std::span<const StoredBlock> stored) {
   const uint64_t n = BytesToBlocks(data.size());
   // Only records this drive would have written itself: a drive that does not compress
   // stores its blocks raw, and a payload must decode to a block (checked on every read).
@@ -509,7 +528,8 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out, StoredBlock* k
     if (s.ok() && (h->type != RecordType::kData || h->lba != block)) {
       s = Status::Corruption("record belongs to another lba");
     }
-    const auto payload = std::span(record).subspan(kRecordHeaderBytes, s.ok() ? h->payload_bytes : 0);
+    const auto payload =
+        std::span(record).subspan(kRecordHeaderBytes, s.ok() ? h->payload_bytes : 0);
     if (s.ok()) s = DecompressBlock(h->codec, payload, out);
     if (s.ok() && keep) {
       keep->codec = h->codec;
@@ -544,7 +564,8 @@ Status CompressedDrive::DoWrite(Lba lba, std::span<const std::byte> buf, uint64_
 }
 
 Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payloads,
-                              std::span<const Compressed> sizes, uint64_t reserved, uint64_t compressed) {
+                              std::span<const Compressed> sizes, uint64_t reserved,
+                              uint64_t compressed) {
   uint64_t new_bytes = 0;
   for (const Compressed& c : sizes) new_bytes += kRecordHeaderBytes + c.size_bytes;
   std::unique_lock lock(mu_);
@@ -572,14 +593,15 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
   }
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t block = lba + i;
-    RecordHeader h{RecordType::kData, sizes[i].codec, static_cast<uint16_t>(sizes[i].size_bytes),
-                   block, 0, 1};
+    RecordHeader h{
+        RecordType::kData, sizes[i].codec, static_cast<uint16_t>(sizes[i].size_bytes), block, 0, 1};
     uint64_t loc = 0;
     ERAID_RETURN_IF_ERROR(
         AppendLocked(StreamForLocked(block), &h, payloads + BlocksToBytes(i), &loc));
     UnmapLocked(block, h.seq);  // after the append: GC inside it may have moved the old record
     map_[block] = loc;
-    eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += LocLength(loc);
+    eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes +=
+        LocLength(loc);
     stats_.live_bytes += LocLength(loc);
     ++stats_.mapped_blocks;
   }
@@ -598,7 +620,8 @@ Status CompressedDrive::DoTrim(Lba lba, uint64_t count_blocks) {
   ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
   std::lock_guard lock(mu_);
   bool any_mapped = false;
-  for (uint64_t i = 0; i < count_blocks && !any_mapped; ++i) any_mapped = map_[lba.value + i] != kUnmapped;
+  for (uint64_t i = 0; i < count_blocks && !any_mapped; ++i)
+    any_mapped = map_[lba.value + i] != kUnmapped;
   if (any_mapped) {
     // The trim must survive a crash like a write: log it as a record, then unmap.
     for (uint64_t done = 0; done < count_blocks;) {
@@ -628,7 +651,8 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
     return Status::NotSupported("FlashAlloc is disabled on " + name());
   }
   ERAID_RETURN_IF_ERROR(CheckRange(lba, count_blocks));
-  ERAID_RETURN_IF_ERROR(DrainCacheOf(lba, count_blocks));  // cached writes of the range: the streams of before
+  ERAID_RETURN_IF_ERROR(
+      DrainCacheOf(lba, count_blocks));  // cached writes of the range: the streams of before
   std::lock_guard lock(mu_);
   const uint64_t end = lba.value + count_blocks;
   // A new range replaces any it overlaps.
@@ -642,7 +666,8 @@ Status CompressedDrive::FlashAlloc(Lba lba, uint64_t count_blocks) {
   if (ranges_.size() >= options_.max_flashalloc_ranges) {
     auto oldest = ranges_.begin();
     for (auto r = ranges_.begin(); r != ranges_.end(); ++r) {
-      if (streams_[r->second.second].last_use < streams_[oldest->second.second].last_use) oldest = r;
+      if (streams_[r->second.second].last_use < streams_[oldest->second.second].last_use)
+        oldest = r;
     }
     CloseRangeLocked(oldest);
     ++stats_.flashalloc_evictions;
@@ -676,7 +701,8 @@ void CompressedDrive::Flusher() {
       std::lock_guard l(mu_);
       durable_seq_ = std::max(durable_seq_, upto);
     }
-    for (PendingFlush& f : batch) completions_.Push(std::move(f.done), f.status.ok() ? flushed : f.status);
+    for (PendingFlush& f : batch)
+      completions_.Push(std::move(f.done), f.status.ok() ? flushed : f.status);
     lock.lock();
     async_flushes_ -= batch.size();
     cache_done_cv_.notify_all();
@@ -736,7 +762,8 @@ uint32_t CompressedDrive::StreamForLocked(uint64_t lba) {
   return it->second.second;
 }
 
-void CompressedDrive::CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it) {
+void CompressedDrive::CloseRangeLocked(
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it) {
   uint32_t stream = it->second.second;
   // Sealing writes the EU's last partial page; if that fails the data stays in the
   // stream's buffer only until the next flush reports the error, so record it there.
@@ -749,30 +776,36 @@ Status CompressedDrive::WritePagesLocked(Stream& s, bool include_partial) {
   const Eu& eu = eus_[static_cast<size_t>(s.eu)];
   const uint64_t first_page = s.synced_bytes / kBlockSize;
   const uint64_t full_end = eu.write_ptr / kBlockSize;
-  const uint64_t end_page = include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize : full_end;
+  const uint64_t end_page =
+      include_partial ? (eu.write_ptr + kBlockSize - 1) / kBlockSize : full_end;
   if (end_page <= first_page || eu.write_ptr <= s.synced_bytes) return Status::Ok();
   OrderAfterLastWriteLocked(s);
   const auto index = static_cast<uint32_t>(s.eu);
   if (full_end > first_page) {
     const std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
                                            BlocksToBytes(full_end - first_page));
-    ERAID_RETURN_IF_ERROR(SubmitPagesLocked(index, first_page, pages, {}, /*whole=*/false, &s.last_write));
+    ERAID_RETURN_IF_ERROR(
+        SubmitPagesLocked(index, first_page, pages, {}, /*whole=*/false, &s.last_write));
   }
   if (end_page > full_end) {
     // The tail of a partial page is zeros on flash (invariant 1 fills only that), never
     // what an earlier EU left in the buffer.
     std::vector<std::byte> page(kBlockSize);
-    std::memcpy(page.data(), s.buf.data() + BlocksToBytes(full_end), eu.write_ptr - BlocksToBytes(full_end));
+    std::memcpy(page.data(), s.buf.data() + BlocksToBytes(full_end),
+                eu.write_ptr - BlocksToBytes(full_end));
     const std::span<const std::byte> bytes(page);
-    ERAID_RETURN_IF_ERROR(SubmitPagesLocked(index, full_end, bytes, std::move(page), /*whole=*/false, &s.last_write));
+    ERAID_RETURN_IF_ERROR(
+        SubmitPagesLocked(index, full_end, bytes, std::move(page), /*whole=*/false, &s.last_write));
   }
   s.synced_bytes = include_partial ? eu.write_ptr : BlocksToBytes(end_page);
   if (s.synced_bytes == eu.write_ptr) s.first_unsynced_seq = 0;
   return Status::Ok();
 }
 
-Status CompressedDrive::SubmitPagesLocked(uint32_t eu, uint64_t first_page, std::span<const std::byte> pages,
-                                          std::vector<std::byte>&& buf, bool whole, WriteDone* done) {
+Status CompressedDrive::SubmitPagesLocked(uint32_t eu, uint64_t first_page,
+                                          std::span<const std::byte> pages,
+                                          std::vector<std::byte>&& buf, bool whole,
+                                          WriteDone* done) {
   // A few writes in flight per drive are enough to keep the flash busy.
   constexpr size_t kMaxInFlight = 8;
   if (flash_writes_.size() >= kMaxInFlight) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));
@@ -823,7 +856,8 @@ Status CompressedDrive::WaitForWrites(const std::vector<WriteDone>& writes) {
 Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
   Eu& eu = eus_[static_cast<size_t>(s.eu)];
   const uint64_t first_page = s.synced_bytes / kBlockSize;
-  const uint64_t end_page = std::max<uint64_t>(first_page, (eu.write_ptr + kBlockSize - 1) / kBlockSize);
+  const uint64_t end_page =
+      std::max<uint64_t>(first_page, (eu.write_ptr + kBlockSize - 1) / kBlockSize);
   const bool any = eu.write_ptr > s.synced_bytes;
   if (any) OrderAfterLastWriteLocked(s);
   if (BlocksToBytes(end_page) > eu.write_ptr) {
@@ -834,7 +868,8 @@ Status CompressedDrive::WritePagesAsyncLocked(Stream& s) {
   // (and it, in order) are reaped.
   const std::span<const std::byte> pages(s.buf.data() + BlocksToBytes(first_page),
                                          any ? BlocksToBytes(end_page - first_page) : 0);
-  ERAID_RETURN_IF_ERROR(SubmitPagesLocked(static_cast<uint32_t>(s.eu), first_page, pages, std::move(s.buf),
+  ERAID_RETURN_IF_ERROR(SubmitPagesLocked(static_cast<uint32_t>(s.eu), first_page, pages,
+                                          std::move(s.buf),
                                           /*whole=*/true));
   s.synced_bytes = eu.write_ptr;
   s.first_unsynced_seq = 0;  // durable at the next flush, which waits for this write first
@@ -854,7 +889,8 @@ Status CompressedDrive::ReapLocked(bool wait) {
       }
     }
     if (!w.done->second.ok() && flash_error_.ok()) {
-      flash_error_ = w.done->second.WithContext("flash write of erase unit " + std::to_string(w.eu));
+      flash_error_ =
+          w.done->second.WithContext("flash write of erase unit " + std::to_string(w.eu));
     }
     if (w.whole) {
       eus_[w.eu].writing = false;
@@ -874,8 +910,8 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
   if (free_eus_.empty()) return Status::NoSpace("no free erase unit for GC");
   uint32_t index = free_eus_.back();
   free_eus_.pop_back();
-  if (options_.background_free_eus > 0 && free_eus_.size() < options_.background_free_eus && !eraser_wanted_ &&
-      !eraser_stop_) {
+  if (options_.background_free_eus > 0 && free_eus_.size() < options_.background_free_eus &&
+      !eraser_wanted_ && !eraser_stop_) {
     if (!eraser_.joinable()) eraser_ = std::thread([this] { Eraser(); });
     eraser_wanted_ = true;
     eraser_cv_.notify_one();
@@ -914,7 +950,8 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
                                      uint64_t* loc) {
   const uint32_t len = h->record_bytes();
   auto fits = [&] {
-    return streams_[stream].eu >= 0 && eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len <= eu_bytes_;
+    return streams_[stream].eu >= 0 &&
+           eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len <= eu_bytes_;
   };
   if (!fits()) {
     // Opening an EU may collect garbage here, which must see the eraser's EUs back and
@@ -938,12 +975,14 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
   eu.write_ptr += len;
   // Full pages go to flash in batches: reads of the open EU are served from its buffer,
   // so writing each page as it fills would only multiply backend operations.
-  if (eu.write_ptr - s.synced_bytes < BlocksToBytes(options_.write_batch_blocks)) return Status::Ok();
+  if (eu.write_ptr - s.synced_bytes < BlocksToBytes(options_.write_batch_blocks))
+    return Status::Ok();
   return WritePagesLocked(s, /*include_partial=*/false);
 }
 
 bool CompressedDrive::OnFlashLocked(uint64_t loc) const {
-  const auto index = static_cast<uint32_t>((LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_);
+  const auto index =
+      static_cast<uint32_t>((LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_);
   const Eu& eu = eus_[index];
   return !eu.writing && !(eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index);
 }
@@ -1035,14 +1074,16 @@ Status CompressedDrive::CheckpointLocked() {
   ERAID_RETURN_IF_ERROR(FlushLocked());
   CheckpointHeader h;
   std::vector<std::byte> slot = EncodeCheckpointLocked(&h);
-  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot).WithContext("checkpoint"));
+  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot)
+                            .WithContext("checkpoint"));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   CheckpointWrittenLocked(h, slot.size());
   return Status::Ok();
 }
 
 Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock) {
-  if (checkpointing_) return Status::Ok();  // the one being written is as recent as this one would be
+  if (checkpointing_)
+    return Status::Ok();  // the one being written is as recent as this one would be
   checkpointing_ = true;
   struct Done {
     CompressedDrive* d;
@@ -1065,8 +1106,8 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
     SealCheckpoint(&h, &slot);
     ERAID_RETURN_IF_ERROR(WaitForWrites(writes));
     ERAID_RETURN_IF_ERROR(flash_.Flush());
-    ERAID_RETURN_IF_ERROR(
-        flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot).WithContext("checkpoint"));
+    ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot)
+                              .WithContext("checkpoint"));
     return flash_.Flush();
   }();
   lock.lock();
@@ -1091,7 +1132,8 @@ std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader*
   return slot;
 }
 
-void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header, std::vector<std::byte>* slot) {
+void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,
+                                               std::vector<std::byte>* slot) {
   slot->resize(BlocksToBytes(ckpt_slot_blocks_));
   std::byte* p = slot->data() + kBlockSize;
   if constexpr (std::endian::native == std::endian::little) {
@@ -1161,13 +1203,16 @@ Status CompressedDrive::EraseGarbageEus(std::unique_lock<std::mutex>& lock) {
   // Sealed EUs with no live record, none of them still on its way to flash and none
   // holding trim records a checkpoint has not covered (those are CollectLocked's: they
   // need a checkpoint, invariant 2). Those superseded durably first: they need no flush.
-  const size_t want = options_.background_free_eus - std::min<size_t>(free_eus_.size(), options_.background_free_eus);
+  const size_t want = options_.background_free_eus -
+                      std::min<size_t>(free_eus_.size(), options_.background_free_eus);
   std::vector<uint32_t> picked;
   uint64_t needed = 0;
   for (int pass = 0; pass < 2 && picked.size() < want; ++pass) {
     for (uint32_t i = 0; i < num_eus_ && picked.size() < want; ++i) {
       const Eu& eu = eus_[i];
-      if (eu.state != Eu::State::kSealed || eu.live_bytes != 0 || eu.writing || eu.max_trim_seq > ckpt_seq_) continue;
+      if (eu.state != Eu::State::kSealed || eu.live_bytes != 0 || eu.writing ||
+          eu.max_trim_seq > ckpt_seq_)
+        continue;
       if ((eu.max_superseded_by <= durable_seq_) != (pass == 0)) continue;
       picked.push_back(i);
       needed = std::max(needed, eu.max_superseded_by);
@@ -1254,7 +1299,8 @@ Status CompressedDrive::CollectLocked() {
     static const std::vector<std::byte> zero_page(kBlockSize);
     for (uint32_t v : pending) {
       erasures_.fetch_add(1, std::memory_order_release);  // before the bytes go (DoRead)
-      ERAID_RETURN_IF_ERROR(flash_.Write(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), zero_page));
+      ERAID_RETURN_IF_ERROR(
+          flash_.Write(Lba(data_start_block_ + uint64_t(v) * eu_blocks_), zero_page));
       eus_[v] = Eu{};
       free_eus_.push_back(v);
       ++stats_.gc_erased_eus;
@@ -1273,7 +1319,8 @@ Status CompressedDrive::CollectLocked() {
       if (std::find(pending.begin(), pending.end(), i) != pending.end()) continue;
       if (victim < 0 || eu.live_bytes < eus_[size_t(victim)].live_bytes) victim = i;
     }
-    if (victim < 0 || eus_[size_t(victim)].live_bytes + kRecordHeaderBytes + kMaxRecordBytes > eu_bytes_) {
+    if (victim < 0 ||
+        eus_[size_t(victim)].live_bytes + kRecordHeaderBytes + kMaxRecordBytes > eu_bytes_) {
       break;
     }
     const uint64_t seq_before = next_seq_;
@@ -1285,7 +1332,8 @@ Status CompressedDrive::CollectLocked() {
 }
 
 Status CompressedDrive::RelocateLocked(uint32_t victim) {
-  if (eus_[victim].writing) ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));  // before its erase too
+  if (eus_[victim].writing)
+    ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));     // before its erase too
   if (eus_[victim].live_bytes == 0) return Status::Ok();  // garbage only: nothing to read or move
   // Only the written part: past write_ptr a flash file may never have been written (an
   // EU sealed part-full), and reading it made the file system allocate and zero pages
@@ -1293,7 +1341,8 @@ Status CompressedDrive::RelocateLocked(uint32_t victim) {
   // looked at is read first.
   const uint32_t end = eus_[victim].write_ptr;
   const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(victim) * eu_bytes_;
-  const uint64_t read_bytes = std::min<uint64_t>(eu_bytes_, BlocksToBytes(BytesToBlocks(uint64_t{end} + kBlockSize - 1)));
+  const uint64_t read_bytes =
+      std::min<uint64_t>(eu_bytes_, BlocksToBytes(BytesToBlocks(uint64_t{end} + kBlockSize - 1)));
   if (!gc_buf_) gc_buf_ = std::make_unique_for_overwrite<std::byte[]>(eu_bytes_);
   const std::span<std::byte> buf(gc_buf_.get(), read_bytes);
   ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), buf).WithContext("gc read"));
@@ -1312,7 +1361,8 @@ Status CompressedDrive::RelocateLocked(uint32_t victim) {
       } else {
         RecordHeader moved = *h;  // a new sequence number: it is the newest version now
         uint64_t new_loc = 0;
-        ERAID_RETURN_IF_ERROR(AppendLocked(kGcStream, &moved, buf.data() + off + kRecordHeaderBytes, &new_loc));
+        ERAID_RETURN_IF_ERROR(
+            AppendLocked(kGcStream, &moved, buf.data() + off + kRecordHeaderBytes, &new_loc));
         map_[h->lba] = new_loc;
         eus_[victim].live_bytes -= len;
         eus_[(LocOffset(new_loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += len;
@@ -1377,21 +1427,23 @@ Status CompressedDrive::RecoverLocked() {
     const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
     // The header page first; then only the pages that can hold records after `start`
     // (a clean shutdown leaves nothing to read past each EU's checkpointed end).
-    ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize), std::span(buf).first(kBlockSize)));
+    ERAID_RETURN_IF_ERROR(
+        flash_.Read(Lba(eu_offset / kBlockSize), std::span(buf).first(kBlockSize)));
     auto head = DecodeRecord(std::span(buf).first(kBlockSize), /*check_crc=*/true);
     bool valid = head.ok() && head->type == RecordType::kEuHeader && head->lba == i;
     uint32_t start = 0;
     if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen) {
       start = ckpt_eus[i].write_ptr;  // same incarnation: only what follows the checkpoint
     } else if (valid && head->seq > ckpt_seq) {
-      start = kRecordHeaderBytes;     // allocated after the checkpoint: all of it
+      start = kRecordHeaderBytes;  // allocated after the checkpoint: all of it
     } else {
-      free_eus_.push_back(i);         // erased, never used, or a stale incarnation
+      free_eus_.push_back(i);  // erased, never used, or a stale incarnation
       continue;
     }
     const uint64_t gen = head->seq;
     max_seq = std::max(max_seq, gen);
-    if (const uint64_t first_page = std::max<uint64_t>(1, start / kBlockSize); first_page < eu_blocks_) {
+    if (const uint64_t first_page = std::max<uint64_t>(1, start / kBlockSize);
+        first_page < eu_blocks_) {
       ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize + first_page),
                                         std::span(buf).subspan(BlocksToBytes(first_page))));
     }
@@ -1403,7 +1455,8 @@ Status CompressedDrive::RecoverLocked() {
           !DecodeRecord(std::span(buf).subspan(off, h->record_bytes()), true).ok()) {
         break;  // the end of what reached flash in this incarnation
       }
-      found.push_back({h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, h->record_bytes())});
+      found.push_back(
+          {h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, h->record_bytes())});
       max_seq = std::max(max_seq, h->seq);
       off += h->record_bytes();
     }
@@ -1411,7 +1464,8 @@ Status CompressedDrive::RecoverLocked() {
   }
 
   // 3. Apply them oldest first, so the newest write or trim of each LBA wins.
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.seq < b.seq; });
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.seq < b.seq; });
   for (const Found& f : found) {
     if (f.seq <= ckpt_seq) continue;
     if (f.type == RecordType::kData) {

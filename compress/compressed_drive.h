@@ -57,12 +57,12 @@
 namespace eraid {
 
 struct DriveOptions {
-  double expansion = 2.0;          // logical LBAs / flash LBAs of the data area (1..16)
+  double expansion = 2.0;           // logical LBAs / flash LBAs of the data area (1..16)
   uint32_t erase_unit_blocks = 64;  // 256 KiB erase units
   CodecConfig codec;
-  bool flashalloc = true;           // false: FlashAlloc() returns NotSupported
+  bool flashalloc = true;               // false: FlashAlloc() returns NotSupported
   uint32_t max_flashalloc_ranges = 16;  // open dedicated streams; the oldest is evicted
-  uint32_t gc_free_eus = 4;         // GC runs when fewer EUs than this are free
+  uint32_t gc_free_eus = 4;             // GC runs when fewer EUs than this are free
   // > gc_free_eus: a thread of the drive's own erases garbage-only EUs whenever fewer
   // than this many are free, making what superseded them durable with a flash flush of
   // its own, and doing that flush and the erases without holding the drive's lock. A
@@ -88,24 +88,24 @@ struct DriveOptions {
 
 struct DriveStats {
   uint64_t logical_blocks = 0;
-  uint64_t flash_bytes = 0;            // the data area: erase units * EU size
-  uint64_t usable_bytes = 0;           // live bytes the drive accepts before NoSpace
+  uint64_t flash_bytes = 0;   // the data area: erase units * EU size
+  uint64_t usable_bytes = 0;  // live bytes the drive accepts before NoSpace
   uint64_t mapped_blocks = 0;
-  uint64_t live_bytes = 0;             // stored bytes (record headers + payloads) of mapped LBAs
-  uint64_t used_eu_bytes = 0;          // EUs not free, live or not
+  uint64_t live_bytes = 0;     // stored bytes (record headers + payloads) of mapped LBAs
+  uint64_t used_eu_bytes = 0;  // EUs not free, live or not
   uint64_t free_eus = 0;
-  uint64_t host_write_bytes = 0;       // 4 KiB per block the host wrote
-  uint64_t host_stored_bytes = 0;      // record bytes those writes produced
+  uint64_t host_write_bytes = 0;   // 4 KiB per block the host wrote
+  uint64_t host_stored_bytes = 0;  // record bytes those writes produced
   // Of the blocks the host wrote: compressed here, and stored as records the host gave
   // (SubmitWritePacked, WriteStored) — compressed once for both copies of a mirror.
   uint64_t compressed_blocks = 0, given_records = 0;
   uint64_t gc_relocated_bytes = 0;
-  uint64_t flash_write_bytes = 0;      // every byte written to flash: pages, EU headers, metadata
-  uint64_t meta_write_bytes = 0;       // of which checkpoints
+  uint64_t flash_write_bytes = 0;  // every byte written to flash: pages, EU headers, metadata
+  uint64_t meta_write_bytes = 0;   // of which checkpoints
   uint64_t gc_erased_eus = 0;
   uint64_t background_erased_eus = 0;  // of which by the drive's own thread (background_free_eus)
   uint64_t checkpoints = 0;
-  uint64_t flashalloc_ranges = 0;      // open now
+  uint64_t flashalloc_ranges = 0;  // open now
   uint64_t flashalloc_evictions = 0;
   uint64_t nospace_errors = 0;
   uint64_t corrupt_reads = 0;
@@ -124,7 +124,8 @@ class CompressedDrive final : public Backend {
  public:
   // Formats `flash` (destroying its contents) and returns the empty drive. Does not own
   // `flash`, which must outlive the drive.
-  static Result<std::unique_ptr<CompressedDrive>> Format(Backend& flash, const DriveOptions& options);
+  static Result<std::unique_ptr<CompressedDrive>> Format(Backend& flash,
+                                                         const DriveOptions& options);
   // Opens a formatted drive, recovering from a crash if it was not closed cleanly.
   // Geometry comes from the superblock; `options` supplies only run-time settings
   // (codec, flashalloc, GC and checkpoint tuning).
@@ -141,14 +142,16 @@ class CompressedDrive final : public Backend {
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override;
   // Stores the host's records as they are when they match this drive's codec: no
   // compression here, and the write cache keeps `packed` rather than a copy of `buf`.
-  void SubmitWritePacked(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed,
-                         uint32_t first, IoCallback done) override;
+  void SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
+                         std::shared_ptr<const PackedBlocks> packed, uint32_t first,
+                         IoCallback done) override;
   void SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
   // A block's record payload, and storing one as it is: a RAID5 -> RAID10 conversion
   // copies records from drive to drive without decompressing and compressing them again.
   Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) override;
-  Status WriteStored(Lba lba, std::span<const std::byte> data, std::span<const StoredBlock> stored) override;
+  Status WriteStored(Lba lba, std::span<const std::byte> data,
+                     std::span<const StoredBlock> stored) override;
   size_t Poll(bool wait) override;
   size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
@@ -183,12 +186,12 @@ class CompressedDrive final : public Backend {
   // The second half of DoWrite: appends the records of n blocks whose payloads (block i's
   // at payloads + i * 4 KiB) are encoded already, and maps them.
   // `compressed`: how many of the n this drive compressed (the rest were given).
-  Status Store(uint64_t lba, uint64_t n, const std::byte* payloads, std::span<const Compressed> sizes,
-               uint64_t reserved, uint64_t compressed);
+  Status Store(uint64_t lba, uint64_t n, const std::byte* payloads,
+               std::span<const Compressed> sizes, uint64_t reserved, uint64_t compressed);
   // The write cache (options_.write_cache_blocks > 0). `packed` (or null): the blocks'
   // records, block i's at index first + i, kept instead of a copy of `buf`.
-  Status CacheWrite(Lba lba, std::span<const std::byte> buf, std::shared_ptr<const PackedBlocks> packed = nullptr,
-                    uint32_t first = 0);
+  Status CacheWrite(Lba lba, std::span<const std::byte> buf,
+                    std::shared_ptr<const PackedBlocks> packed = nullptr, uint32_t first = 0);
   Status CachedRead(Lba lba, std::span<std::byte> buf);
   // Holds room for a write of n blocks of at most `worst` record bytes, or NoSpace;
   // Store() releases it. REQUIRES: cache_mu_ held.
@@ -226,7 +229,8 @@ class CompressedDrive final : public Backend {
   std::vector<std::byte> EncodeCheckpointLocked(drive_format::CheckpointHeader* header);
   // The two halves of it: the copy of the state, under mu_ (a memcpy of the map), and the
   // CRC and header, which need no lock. `slot` is resized to the slot's size.
-  void SnapshotCheckpointLocked(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
+  void SnapshotCheckpointLocked(drive_format::CheckpointHeader* header,
+                                std::vector<std::byte>* slot);
   static void SealCheckpoint(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
   void CheckpointWrittenLocked(const drive_format::CheckpointHeader& h, uint64_t slot_bytes);
   // Appends a record to the stream's open EU (opening one as needed, which may run GC)
@@ -299,7 +303,7 @@ class CompressedDrive final : public Backend {
   CompletionQueue completions_;
   mutable std::mutex mu_;
   std::atomic<uint64_t> erasures_{0};  // erase units erased so far (bumped under mu_)
-  std::vector<uint64_t> map_;  // LBA -> packed record location; 0 = unmapped
+  std::vector<uint64_t> map_;          // LBA -> packed record location; 0 = unmapped
   std::vector<Eu> eus_;
   std::vector<uint32_t> free_eus_;
   std::vector<Stream> streams_;
@@ -320,7 +324,7 @@ class CompressedDrive final : public Backend {
   // FlashAlloc ranges: start -> (end, stream).
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> ranges_;
   uint64_t next_seq_ = 1;
-  uint64_t ckpt_seq_ = 0;  // every record with seq <= this is reflected in the checkpoint
+  uint64_t ckpt_seq_ = 0;     // every record with seq <= this is reflected in the checkpoint
   uint64_t durable_seq_ = 0;  // every record with seq <= this is on flash and flushed
   uint64_t ckpt_count_ = 0;
   uint64_t bytes_since_ckpt_ = 0;
@@ -358,7 +362,7 @@ class CompressedDrive final : public Backend {
   };
   std::unordered_map<uint64_t, CachedBlock> cached_;
   std::atomic<size_t> cached_size_{0};  // cached_.size(), for reads that find it empty
-  uint64_t cache_blocks_ = 0;          // queued or being stored
+  uint64_t cache_blocks_ = 0;           // queued or being stored
   // Worst-case record bytes of those: added at admission, released by DoWrite after it
   // has published the live bytes the write added (CacheWrite reads it without mu_).
   std::atomic<uint64_t> cache_reserved_bytes_{0};
@@ -372,7 +376,7 @@ class CompressedDrive final : public Backend {
   struct PendingFlush {
     uint64_t upto = 0;  // every record with seq <= upto is durable after the flash flush
     IoCallback done;
-    Status status;      // not ok: completed with it, without flushing
+    Status status;  // not ok: completed with it, without flushing
   };
   std::deque<PendingFlush> flush_queue_;
   std::condition_variable flusher_cv_;
@@ -380,10 +384,10 @@ class CompressedDrive final : public Backend {
   std::thread flusher_;
 
   // The eraser (background_free_eus). Under mu_.
-  std::condition_variable eraser_cv_;      // the eraser: wanted or stop
-  std::condition_variable erased_cv_;      // WaitForBackgroundLocked: erases or a checkpoint done
+  std::condition_variable eraser_cv_;  // the eraser: wanted or stop
+  std::condition_variable erased_cv_;  // WaitForBackgroundLocked: erases or a checkpoint done
   bool eraser_wanted_ = false, eraser_stop_ = false;
-  uint32_t erasing_eus_ = 0;               // in state kErasing: neither sealed nor free
+  uint32_t erasing_eus_ = 0;  // in state kErasing: neither sealed nor free
   // A checkpoint is being written without mu_ (CheckpointOutsideLock). Under mu_.
   bool checkpointing_ = false;
   // Its image, kept from one to the next (a fresh 2 MiB buffer per checkpoint cost its

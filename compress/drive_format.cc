@@ -64,7 +64,8 @@ void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block) {
 Result<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
   if (block.size() < 64) return Status::Corruption("superblock truncated");
   Reader r(block);
-  if (r.U64() != kSuperblockMagic) return Status::Corruption("not an eraid compressed drive (bad magic)");
+  if (r.U64() != kSuperblockMagic)
+    return Status::Corruption("not an eraid compressed drive (bad magic)");
   uint32_t version = r.U32();
   if (GetLe32(block.data() + 60) != Crc32c(block.data(), 60)) {
     return Status::Corruption("drive superblock CRC mismatch");

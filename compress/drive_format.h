@@ -68,7 +68,7 @@ void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block);
 Result<Superblock> DecodeSuperblock(std::span<const std::byte> block);
 
 struct CheckpointHeader {
-  uint64_t ckpt_seq = 0;    // every record with seq <= ckpt_seq is reflected
+  uint64_t ckpt_seq = 0;  // every record with seq <= ckpt_seq is reflected
   uint64_t next_seq = 0;
   uint64_t ckpt_count = 0;  // which checkpoint this is (the larger valid one wins)
   uint64_t logical_blocks = 0;

@@ -1,10 +1,9 @@
 #include "compress/faulty_backend.h"
 
 #include <chrono>
-#include <thread>
-
 #include <cstring>
 #include <random>
+#include <thread>
 
 namespace eraid {
 
@@ -54,8 +53,10 @@ void FaultyBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback don
         auto it = cache_.find(lba.value + i);
         if (it == cache_.end()) continue;
         std::byte* dst = buf.data() + BlocksToBytes(i);
-        if (it->second) std::memcpy(dst, it->second->data(), kBlockSize);
-        else std::memset(dst, 0, kBlockSize);
+        if (it->second)
+          std::memcpy(dst, it->second->data(), kBlockSize);
+        else
+          std::memset(dst, 0, kBlockSize);
       }
     }
   }
@@ -101,7 +102,8 @@ void FaultyBackend::LandHeldWrites(bool wait) {
     }
     held.swap(held_);
   }
-  for (auto it = held.rbegin(); it != held.rend(); ++it) DoWrite(it->lba, it->data, std::move(it->done));
+  for (auto it = held.rbegin(); it != held.rend(); ++it)
+    DoWrite(it->lba, it->data, std::move(it->done));
 }
 
 size_t FaultyBackend::Poll(bool wait) {
@@ -279,7 +281,9 @@ void FaultyBackend::CrashLocked(std::optional<uint64_t> seed) {
     return;
   }
   std::mt19937_64 rng(*seed);
-  CrashKeepingLocked([&](Lba, std::span<const std::byte>) { return (rng() & 1) != 0; });  // in LBA order, as before
+  CrashKeepingLocked([&](Lba, std::span<const std::byte>) {
+    return (rng() & 1) != 0;
+  });  // in LBA order, as before
 }
 
 void FaultyBackend::CrashKeepingLocked(const Survives& survives) {
@@ -287,7 +291,8 @@ void FaultyBackend::CrashKeepingLocked(const Survives& survives) {
   crash_countdown_ = 0;
   std::map<uint64_t, CachedBlock> survivors;
   for (auto& [lba, block] : cache_) {
-    const std::span<const std::byte> data = block ? std::span<const std::byte>(*block) : std::span<const std::byte>();
+    const std::span<const std::byte> data =
+        block ? std::span<const std::byte>(*block) : std::span<const std::byte>();
     if (survives(Lba(lba), data)) {
       survivors.emplace(lba, std::move(block));
     } else {

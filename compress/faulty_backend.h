@@ -152,7 +152,7 @@ class FaultyBackend final : public Backend {
   std::map<uint64_t, CachedBlock> cache_;
   bool failed_ = false;
   bool crashed_ = false;
-  uint64_t fail_countdown_ = 0;  // 0: off
+  uint64_t fail_countdown_ = 0;   // 0: off
   uint64_t crash_countdown_ = 0;  // 0: off
   std::optional<uint64_t> crash_seed_;
   PowerDomain* domain_ = nullptr;

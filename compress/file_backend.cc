@@ -1,12 +1,12 @@
 #include "compress/file_backend.h"
 
 #include <fcntl.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,15 +115,16 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
     ::close(fd);
     return Status::InvalidArgument(path + " is smaller than one 4 KiB block");
   }
-  auto backend = std::unique_ptr<FileBackend>(
-      new FileBackend(path, fd, BytesToBlocks(size_bytes), is_bdev, options.queue_depth, options.direct));
+  auto backend = std::unique_ptr<FileBackend>(new FileBackend(
+      path, fd, BytesToBlocks(size_bytes), is_bdev, options.queue_depth, options.direct));
   int rc = io_uring_queue_init(options.queue_depth, &backend->ring_, 0);
   if (rc < 0) {
     backend->ring_.ring_fd = -1;
     return Status::IoError(Errno("io_uring_queue_init", -rc));
   }
   if (options.mapped_reads && backend->buffered_ && !kThreadSanitizer) {
-    void* m = ::mmap(nullptr, BlocksToBytes(backend->capacity_blocks_), PROT_READ, MAP_SHARED, fd, 0);
+    void* m =
+        ::mmap(nullptr, BlocksToBytes(backend->capacity_blocks_), PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) return Status::IoError(Errno("mmap " + path, errno));
     InstallSigbusHandler();
     backend->map_ = static_cast<const std::byte*>(m);
@@ -131,8 +132,8 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
   return backend;
 }
 
-FileBackend::FileBackend(std::string path, int fd, uint64_t capacity_blocks,
-                         bool is_block_device, uint32_t queue_depth, bool direct)
+FileBackend::FileBackend(std::string path, int fd, uint64_t capacity_blocks, bool is_block_device,
+                         uint32_t queue_depth, bool direct)
     : path_(std::move(path)),
       fd_(fd),
       capacity_blocks_(capacity_blocks),
@@ -239,8 +240,13 @@ void FileBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done)
 void FileBackend::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
   if (Status s = CheckExtent(lba, buf.size()); !s.ok()) return CompleteEarly(std::move(done), s);
   Op* op = AcquireOp();
-  *op = Op{OpKind::kWrite, BlocksToBytes(lba.value), const_cast<std::byte*>(buf.data()),
-           buf.size(), 0, {}, std::move(done)};
+  *op = Op{OpKind::kWrite,
+           BlocksToBytes(lba.value),
+           const_cast<std::byte*>(buf.data()),
+           buf.size(),
+           0,
+           {},
+           std::move(done)};
   Prep(op);
   if (buffered_ && unkicked_bytes_.fetch_add(buf.size()) + buf.size() >= kWritebackKickBytes) {
     unkicked_bytes_ = 0;
@@ -263,7 +269,7 @@ void FileBackend::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
     // deliver the outcome through a NOP so the callback still runs from Poll().
     uint64_t range[2] = {off, len};
     Status s = ::ioctl(fd_, BLKDISCARD, range) == 0 ? Status::Ok()
-                                                     : Status::IoError(Errno("BLKDISCARD", errno));
+                                                    : Status::IoError(Errno("BLKDISCARD", errno));
     *op = Op{OpKind::kNop, 0, nullptr, 0, 0, std::move(s), std::move(done)};
   } else {
     *op = Op{OpKind::kTrim, off, nullptr, len, 0, {}, std::move(done)};
@@ -292,7 +298,8 @@ struct ThreadRing {
 
 Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
-  if (map_ != nullptr && GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size())) return Status::Ok();
+  if (map_ != nullptr && GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size()))
+    return Status::Ok();
   return RingRead(lba, buf);
 }
 
@@ -312,7 +319,8 @@ Status FileBackend::RingRead(Lba lba, std::span<std::byte> buf) {
   uint64_t done = 0;
   while (done < buf.size()) {
     io_uring_sqe* sqe = io_uring_get_sqe(&tr.ring);
-    io_uring_prep_read(sqe, fd_, buf.data() + done, static_cast<unsigned>(buf.size() - done), offset + done);
+    io_uring_prep_read(sqe, fd_, buf.data() + done, static_cast<unsigned>(buf.size() - done),
+                       offset + done);
     int rc = io_uring_submit_and_wait(&tr.ring, 1);
     if (rc < 0 && rc != -EINTR) return Status::IoError(Errno(name() + " read submit", -rc));
     io_uring_cqe* cqe = nullptr;

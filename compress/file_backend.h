@@ -38,11 +38,11 @@
 namespace eraid {
 
 struct FileBackendOptions {
-  bool create = false;          // create the file if it does not exist
-  uint64_t size_bytes = 0;      // with create: the file's size (a multiple of 4096)
-  bool direct = false;          // O_DIRECT
-  uint32_t queue_depth = 64;    // operations in flight at most (1..4096)
-  bool mapped_reads = false;    // Read() from a mapping of the file (regular files, not direct)
+  bool create = false;        // create the file if it does not exist
+  uint64_t size_bytes = 0;    // with create: the file's size (a multiple of 4096)
+  bool direct = false;        // O_DIRECT
+  uint32_t queue_depth = 64;  // operations in flight at most (1..4096)
+  bool mapped_reads = false;  // Read() from a mapping of the file (regular files, not direct)
 };
 
 class FileBackend final : public Backend {
@@ -100,10 +100,10 @@ class FileBackend final : public Backend {
   const int fd_;
   const uint64_t capacity_blocks_;
   const bool is_block_device_;
-  const bool buffered_;                       // a regular file without O_DIRECT
-  const std::byte* map_ = nullptr;            // mapped_reads: the whole file, read-only
-  std::atomic<uint64_t> unkicked_bytes_{0};   // written since the last writeback kick
-  std::atomic<size_t> kicks_in_flight_{0};    // writeback kicks, not counted in in_flight_
+  const bool buffered_;                      // a regular file without O_DIRECT
+  const std::byte* map_ = nullptr;           // mapped_reads: the whole file, read-only
+  std::atomic<uint64_t> unkicked_bytes_{0};  // written since the last writeback kick
+  std::atomic<size_t> kicks_in_flight_{0};   // writeback kicks, not counted in in_flight_
   const uint32_t queue_depth_;
 
   io_uring ring_;

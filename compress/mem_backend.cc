@@ -14,8 +14,10 @@ void MemBackend::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) 
     for (uint64_t i = 0; i < BytesToBlocks(buf.size()); ++i) {
       std::byte* dst = buf.data() + BlocksToBytes(i);
       const Block& b = blocks_[lba.value + i];
-      if (b) std::memcpy(dst, b.get(), kBlockSize);
-      else std::memset(dst, 0, kBlockSize);
+      if (b)
+        std::memcpy(dst, b.get(), kBlockSize);
+      else
+        std::memset(dst, 0, kBlockSize);
     }
   }
   completions_.Push(std::move(done), std::move(s));

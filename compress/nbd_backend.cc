@@ -1,7 +1,7 @@
 #include "compress/nbd_backend.h"
 
-#include <libnbd.h>
 #include <fcntl.h>
+#include <libnbd.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -20,9 +20,9 @@ namespace eraid {
 
 namespace {
 uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 std::string LastError(const char* what) {
   const char* e = nbd_get_error();
@@ -73,7 +73,8 @@ struct NbdBackend::Token {
 };
 
 bool NbdBackend::IsUri(const std::string& path) {
-  for (const char* p : {"nbd://", "nbds://", "nbd+unix://", "nbds+unix://", "nbd+vsock://", "nbds+vsock://"}) {
+  for (const char* p :
+       {"nbd://", "nbds://", "nbd+unix://", "nbds+unix://", "nbd+vsock://", "nbds+vsock://"}) {
     if (path.rfind(p, 0) == 0) return true;
   }
   return false;
@@ -114,13 +115,15 @@ struct Closer {
 
 // A connected handle, within the deadline; the caller closes it. *timed_out (if given)
 // tells a server that did not answer in time from one that refused.
-Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* timed_out = nullptr) {
+Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms,
+                            bool* timed_out = nullptr) {
   const std::string shown = NbdBackend::Redact(uri);
   nbd_handle* h = nbd_create();
   if (h == nullptr) return Status::IoError(LastError("nbd_create"));
   Closer closer{h};
   // tls-psk-file= and tls-certificates= in the URI name local files.
-  if (nbd_set_uri_allow_local_file(h, true) == -1) return Status::IoError(LastError("nbd_set_uri_allow_local_file"));
+  if (nbd_set_uri_allow_local_file(h, true) == -1)
+    return Status::IoError(LastError("nbd_set_uri_allow_local_file"));
   if (nbd_aio_connect_uri(h, uri.c_str()) == -1) {
     const int err = nbd_get_errno();
     const std::string msg = LastError(("connect to " + shown).c_str());
@@ -131,7 +134,8 @@ Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* t
     const uint64_t now = NowNs();
     if (now >= deadline) {
       if (timed_out != nullptr) *timed_out = true;
-      return Status::IoError("connect to " + shown + ": no answer within " + std::to_string(timeout_ms) + " ms");
+      return Status::IoError("connect to " + shown + ": no answer within " +
+                             std::to_string(timeout_ms) + " ms");
     }
     const int ms = static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 100));
     if (nbd_poll(h, ms) == -1) return Status::IoError(LastError(("connect to " + shown).c_str()));
@@ -142,8 +146,11 @@ Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* t
 }
 }  // namespace
 
-Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, const NbdBackendOptions& options) {
-  if (!IsUri(uri)) return Status::InvalidArgument("'" + uri + "' is not an NBD URI (nbd://, nbds://, nbd+unix://)");
+Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri,
+                                                     const NbdBackendOptions& options) {
+  if (!IsUri(uri))
+    return Status::InvalidArgument("'" + uri +
+                                   "' is not an NBD URI (nbd://, nbds://, nbd+unix://)");
   if (options.timeout_ms == 0 || options.timeout_ms > kMaxTimeoutMs) {
     return Status::InvalidArgument("the I/O timeout must be 1 ms .. 1 day");
   }
@@ -155,7 +162,8 @@ Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, con
   Closer closer{h};
   const int64_t size = nbd_get_size(h);
   if (size < 0) return Status::IoError(LastError(("size of " + shown).c_str()));
-  if (size < static_cast<int64_t>(kBlockSize)) return Status::InvalidArgument(shown + " is smaller than one 4 KiB block");
+  if (size < static_cast<int64_t>(kBlockSize))
+    return Status::InvalidArgument(shown + " is smaller than one 4 KiB block");
   if (nbd_is_read_only(h) == 1) return Status::InvalidArgument(shown + " is read-only");
   const int event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd < 0) return Status::IoError(std::string("eventfd: ") + std::strerror(errno));
@@ -165,8 +173,8 @@ Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri, con
   return b;
 }
 
-NbdBackend::NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options, uint64_t capacity_blocks,
-                       int event_fd)
+NbdBackend::NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options,
+                       uint64_t capacity_blocks, int event_fd)
     : h_(h),
       uri_(std::move(uri)),
       options_(options),
@@ -234,10 +242,18 @@ void NbdBackend::Send(const std::shared_ptr<Request>& r) {
   cb.free = [](void* user_data) { delete static_cast<Token*>(user_data); };
   int64_t cookie = -1;
   switch (r->kind) {
-    case Kind::kRead: cookie = nbd_aio_pread(h_, r->buf.get(), r->length, r->offset, cb, 0); break;
-    case Kind::kWrite: cookie = nbd_aio_pwrite(h_, r->buf.get(), r->length, r->offset, cb, 0); break;
-    case Kind::kZero: cookie = nbd_aio_zero(h_, r->length, r->offset, cb, 0); break;
-    case Kind::kFlush: cookie = nbd_aio_flush(h_, cb, 0); break;
+    case Kind::kRead:
+      cookie = nbd_aio_pread(h_, r->buf.get(), r->length, r->offset, cb, 0);
+      break;
+    case Kind::kWrite:
+      cookie = nbd_aio_pwrite(h_, r->buf.get(), r->length, r->offset, cb, 0);
+      break;
+    case Kind::kZero:
+      cookie = nbd_aio_zero(h_, r->length, r->offset, cb, 0);
+      break;
+    case Kind::kFlush:
+      cookie = nbd_aio_flush(h_, cb, 0);
+      break;
   }
   if (cookie == -1) {
     // Not issued: the connection is gone (libnbd calls free but never the callback), and
@@ -396,8 +412,10 @@ void NbdBackend::Drain() {
   if (dir & LIBNBD_AIO_DIRECTION_WRITE) p[0].events |= POLLOUT;
   if (::poll(p, 2, 100) <= 0) return;
   if (p[1].revents & POLLIN) TakeWake();
-  if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) (void)nbd_aio_notify_read(h_);
-  else if (p[0].revents & POLLOUT) (void)nbd_aio_notify_write(h_);
+  if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+    (void)nbd_aio_notify_read(h_);
+  else if (p[0].revents & POLLOUT)
+    (void)nbd_aio_notify_write(h_);
 }
 
 void NbdBackend::EndDrain() {
@@ -411,7 +429,8 @@ void NbdBackend::EndDrain() {
 
 Status NbdBackend::SetTimeout(uint32_t timeout_ms) {
   if (timeout_ms == 0 || timeout_ms > kMaxTimeoutMs) {
-    return Status::InvalidArgument("timeout must be 1 ms .. 1 day, got " + std::to_string(timeout_ms) + " ms");
+    return Status::InvalidArgument("timeout must be 1 ms .. 1 day, got " +
+                                   std::to_string(timeout_ms) + " ms");
   }
   timeout_ms_.store(timeout_ms, std::memory_order_relaxed);
   Wake();  // the poller sleeps toward the old deadline
@@ -420,7 +439,8 @@ Status NbdBackend::SetTimeout(uint32_t timeout_ms) {
 
 Status NbdBackend::WaitDrained(uint32_t timeout_ms) {
   std::unique_lock lock(mu_);
-  if (cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return drained(); })) return Status::Ok();
+  if (cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return drained(); }))
+    return Status::Ok();
   return Status::Busy(name() + ": " + std::to_string(abandoned_) +
                       " writes were in flight when it failed (" + error_ +
                       ") and its host may still carry them out: the old connection has not ended "
@@ -466,8 +486,10 @@ void NbdBackend::Poller() {
     if (n < 0 && errno != EINTR) continue;
     if (p[1].revents & POLLIN) TakeWake();
     int rc = 0;
-    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(h_);
-    else if (p[0].revents & POLLOUT) rc = nbd_aio_notify_write(h_);
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+      rc = nbd_aio_notify_read(h_);
+    else if (p[0].revents & POLLOUT)
+      rc = nbd_aio_notify_write(h_);
     if (rc == -1) {
       Fail(LastError("connection lost"));
     } else if (nbd_aio_is_dead(h_) == 1 || nbd_aio_is_closed(h_) == 1) {
@@ -519,7 +541,8 @@ void NbdBackend::SubmitFlush(IoCallback done) {
   auto r = std::make_shared<Request>();
   r->done = std::move(done);
   // A server that cannot flush writes through (or keeps nothing volatile): nothing to ask.
-  if (!can_flush_) return Finish(r, failed() ? Status::IoError(name() + " has failed") : Status::Ok());
+  if (!can_flush_)
+    return Finish(r, failed() ? Status::IoError(name() + " has failed") : Status::Ok());
   r->kind = Kind::kFlush;
   Issue(std::move(r));
 }
@@ -559,7 +582,8 @@ Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   r->buf = std::make_unique_for_overwrite<std::byte[]>(r->length);
   r->out = out.data();
   Issue(r);
-  while (!r->finished.load(std::memory_order_acquire)) r->finished.wait(false, std::memory_order_acquire);
+  while (!r->finished.load(std::memory_order_acquire))
+    r->finished.wait(false, std::memory_order_acquire);
   return r->status;
 }
 
@@ -601,7 +625,8 @@ void NbdBackend::MaybeLaneFlush() {
   {
     std::lock_guard lock(mu_);
     if (lanes_open_.load(std::memory_order_relaxed) == 0 || lane_flush_in_flight_ || failed() ||
-        completed_writes_ <= flushed_writes_ || NowNs() - oldest_unflushed_ns_ < kLaneFlushMs * 1000000ull ||
+        completed_writes_ <= flushed_writes_ ||
+        NowNs() - oldest_unflushed_ns_ < kLaneFlushMs * 1000000ull ||
         pending_.size() >= options_.queue_depth) {
       return;
     }
@@ -700,14 +725,16 @@ std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byt
     return Status::IoError(name() + " has failed: " + error_);
   };
   // Into the caller's buffer: if the read is given up on, the lane is closed first.
-  const int64_t cookie = nbd_aio_pread(lane->h, out.data(), out.size(), offset, NBD_NULL_COMPLETION, 0);
+  const int64_t cookie =
+      nbd_aio_pread(lane->h, out.data(), out.size(), offset, NBD_NULL_COMPLETION, 0);
   if (cookie == -1) return fail(LastError("connection lost"));
   for (;;) {
     const int done = nbd_aio_command_completed(lane->h, cookie);
     if (done == 1) break;
     if (done == -1) {
       const int err = nbd_get_errno();
-      return fail(std::string(std::strerror(err != 0 ? err : EIO)) + " (offset " + std::to_string(offset) + ")");
+      return fail(std::string(std::strerror(err != 0 ? err : EIO)) + " (offset " +
+                  std::to_string(offset) + ")");
     }
     // The main connection (or another lane) failed it meanwhile: Fail keeps that reason.
     if (failed()) return fail("");
@@ -724,11 +751,14 @@ std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byt
     pollfd p{lane->fd, 0, 0};
     if (dir & LIBNBD_AIO_DIRECTION_READ) p.events |= POLLIN;
     if (dir & LIBNBD_AIO_DIRECTION_WRITE) p.events |= POLLOUT;
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100)));
+    const int n =
+        ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100)));
     if (n < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
     int rc = 0;
-    if (p.revents & (POLLIN | POLLHUP | POLLERR)) rc = nbd_aio_notify_read(lane->h);
-    else if (p.revents & POLLOUT) rc = nbd_aio_notify_write(lane->h);
+    if (p.revents & (POLLIN | POLLHUP | POLLERR))
+      rc = nbd_aio_notify_read(lane->h);
+    else if (p.revents & POLLOUT)
+      rc = nbd_aio_notify_write(lane->h);
     if (rc == -1) return fail(LastError("connection lost"));
   }
   GiveLane(lane, /*broken=*/false);

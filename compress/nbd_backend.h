@@ -75,16 +75,16 @@ struct NbdBackendOptions {
 
 // What `eraid status` shows of a remote drive.
 struct NbdLinkStats {
-  std::string uri;    // without secrets (Redact)
-  std::string state;  // "connected" or "failed"
-  std::string error;  // why it failed
+  std::string uri;         // without secrets (Redact)
+  std::string state;       // "connected" or "failed"
+  std::string error;       // why it failed
   uint64_t abandoned = 0;  // writes and trims in flight at the failure
   bool draining = false;   // ...that the server may still carry out (drained() is false)
-  uint64_t requests = 0;  // completed since open
+  uint64_t requests = 0;   // completed since open
   uint64_t timeouts = 0;
   uint64_t p50_us = 0, p99_us = 0;  // request latency, from a log-scale histogram (±10%)
-  uint64_t lane_reads = 0;  // of the requests, reads on a lane (their own connection)
-  uint32_t lanes = 0;       // lanes open
+  uint64_t lane_reads = 0;          // of the requests, reads on a lane (their own connection)
+  uint32_t lanes = 0;               // lanes open
 };
 
 class NbdBackend final : public Backend {
@@ -96,7 +96,8 @@ class NbdBackend final : public Backend {
   static std::string Redact(const std::string& uri);
   // Connects (within options.timeout_ms). InvalidArgument for a malformed URI or a
   // read-only export; IoError if the server cannot be reached.
-  static Result<std::unique_ptr<NbdBackend>> Open(const std::string& uri, const NbdBackendOptions& options);
+  static Result<std::unique_ptr<NbdBackend>> Open(const std::string& uri,
+                                                  const NbdBackendOptions& options);
   ~NbdBackend() override;
 
   uint64_t capacity_blocks() const override { return capacity_blocks_; }
@@ -144,8 +145,8 @@ class NbdBackend final : public Backend {
     uint64_t seq;
   };
   static constexpr uint64_t kInFlight = ~0ull;
-  NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options, uint64_t capacity_blocks,
-             int event_fd);
+  NbdBackend(nbd_handle* h, std::string uri, const NbdBackendOptions& options,
+             uint64_t capacity_blocks, int event_fd);
   // Registers and issues a request; completes it with an error if it cannot be issued.
   void Issue(std::shared_ptr<Request> r);
   // Sends a registered request; completes it with an error if it cannot be sent.
@@ -210,16 +211,16 @@ class NbdBackend final : public Backend {
   uint64_t latency_[kBuckets] = {};
   // What the main connection wrote since the flushes that cover it (by offset).
   std::multimap<uint64_t, Dirty> dirty_;
-  uint64_t dirty_max_length_ = 0;      // the longest of dirty_'s, for the overlap search
-  uint64_t completed_writes_ = 0;      // the last completion seq given
-  uint64_t flushed_writes_ = 0;        // every write with seq <= this is flushed
-  uint64_t oldest_unflushed_ns_ = 0;   // when the first write after flushed_writes_ completed
+  uint64_t dirty_max_length_ = 0;     // the longest of dirty_'s, for the overlap search
+  uint64_t completed_writes_ = 0;     // the last completion seq given
+  uint64_t flushed_writes_ = 0;       // every write with seq <= this is flushed
+  uint64_t oldest_unflushed_ns_ = 0;  // when the first write after flushed_writes_ completed
   bool lane_flush_in_flight_ = false;
   uint64_t lane_reads_ = 0;
 
   std::atomic<bool> lanes_ok_{false};  // the server offers multi-conn and flush
   std::atomic<uint32_t> lanes_open_{0};
-  mutable std::mutex lanes_mu_;        // after mu_ if both
+  mutable std::mutex lanes_mu_;               // after mu_ if both
   std::vector<std::unique_ptr<Lane>> lanes_;  // open, idle or busy
   std::vector<Lane*> idle_lanes_;
   uint32_t lanes_connecting_ = 0;

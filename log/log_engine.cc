@@ -11,11 +11,15 @@ namespace eraid {
 namespace {
 constexpr uint32_t kSlotBits = 24;
 constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
-inline uint64_t Pack(uint32_t index, uint32_t slot) { return (uint64_t{index} + 1) << kSlotBits | slot; }
+inline uint64_t Pack(uint32_t index, uint32_t slot) {
+  return (uint64_t{index} + 1) << kSlotBits | slot;
+}
 constexpr uint32_t kGcPrefetch = 8;  // slots ahead (see CollectGarbage)
 // A map entry with this bit set: the LBA is trimmed, by the trim record in that slot.
 constexpr uint64_t kTrimmed = 1ull << 63;
-inline uint32_t IndexOf(uint64_t e) { return static_cast<uint32_t>(((e & ~kTrimmed) >> kSlotBits) - 1); }
+inline uint32_t IndexOf(uint64_t e) {
+  return static_cast<uint32_t>(((e & ~kTrimmed) >> kSlotBits) - 1);
+}
 inline uint32_t SlotOf(uint64_t e) { return static_cast<uint32_t>(e & kSlotMask); }
 inline bool IsData(uint64_t e) { return e != 0 && (e & kTrimmed) == 0; }
 const std::vector<std::byte>& ZeroBlock() {
@@ -31,12 +35,12 @@ Result<Selection> ParseSelection(const std::string& s) {
 }
 
 struct LogEngine::Segment {
-  uint64_t id;           // creation order
-  uint64_t handle;       // the store's
+  uint64_t id;      // creation order
+  uint64_t handle;  // the store's
   uint32_t cls;
   bool sealed = false;
-  uint64_t created_time;        // user time when opened
-  uint64_t modified_us = 0;     // timestamp of the last append
+  uint64_t created_time;     // user time when opened
+  uint64_t modified_us = 0;  // timestamp of the last append
   uint32_t n_invalid = 0;
   std::vector<Slot> slots;
   std::vector<uint32_t> positions;  // store positions, when they differ from slots
@@ -146,7 +150,8 @@ Status LogEngine::SealRequested() {
   std::vector<uint32_t>& classes = placement_.seal_requests();
   Status status;
   for (uint32_t cls : classes) {
-    if (cls >= open_.size() || open_[cls] == kNoSegment || segments_[open_[cls]]->slots.empty()) continue;
+    if (cls >= open_.size() || open_[cls] == kNoSegment || segments_[open_[cls]]->slots.empty())
+      continue;
     status = SealSegment(cls);
     if (!status.ok()) break;
   }
@@ -185,7 +190,8 @@ void LogEngine::GrowTo(uint64_t end) {
   if (has_data_) copies_.resize(map_.size(), 0);
 }
 
-Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time, std::span<const std::byte> data) {
+Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time,
+                                       std::span<const std::byte> data) {
   if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
@@ -204,15 +210,18 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
 [[gnu::always_inline]] inline Status LogEngine::SealIfFull(uint32_t index) {
   Segment& seg = *segments_[index];
   const auto blocks = static_cast<uint32_t>(seg.slots.size());
-  if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks)) return Status::Ok();
+  if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks))
+    return Status::Ok();
   return SealSegment(seg.cls);
 }
 
 // Inlined into Write and CopySlot: it runs once per block.
-[[gnu::always_inline]] inline Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time,
-                                                           std::span<const std::byte> data) {
+[[gnu::always_inline]] inline Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba,
+                                                            uint64_t user_time,
+                                                            std::span<const std::byte> data) {
   uint64_t entry;
-  if (counting_ && open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
+  if (counting_ &&
+      open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
     const uint32_t index = open_[cls];
     Segment& seg = *segments_[index];
     entry = Pack(index, static_cast<uint32_t>(seg.slots.size()));
@@ -248,20 +257,22 @@ Status LogEngine::WriteBlocks(uint64_t lba, uint32_t blocks, std::span<const std
       ERAID_RETURN_IF_ERROR(AppendReplayed(cls, {lba + i, now_}));
     } else {
       if (ExtentCounters* e = ExtentOf(lba + i)) ++e->user_blocks;
-      ERAID_RETURN_IF_ERROR(AppendBlock(cls, lba + i, now_,
-                                        data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
+      ERAID_RETURN_IF_ERROR(AppendBlock(
+          cls, lba + i, now_, data.empty() ? data : data.subspan(BlocksToBytes(i), kBlockSize)));
     }
   }
   return Status::Ok();
 }
 
-Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data) {
+Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us,
+                        std::span<const std::byte> data) {
   if (has_data_ && data.size() != BlocksToBytes(blocks)) {
     return Status::InvalidArgument("write data does not match its block count");
   }
   timestamp_us_ = timestamp_us;
   placement_.OnRequest(lba, blocks, Context());
-  ERAID_RETURN_IF_ERROR(replay_ ? WriteBlocks<true>(lba, blocks, data) : WriteBlocks<false>(lba, blocks, data));
+  ERAID_RETURN_IF_ERROR(replay_ ? WriteBlocks<true>(lba, blocks, data)
+                                : WriteBlocks<false>(lba, blocks, data));
   n_blocks_ += blocks;  // counted per request, as the reference simulator does
   if (options_.gc_free_segments > 0) {
     // Free-space mode (the live volume). With gc_step_blocks, GC copies a bounded number
@@ -270,9 +281,10 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
     // run out of room to open segments), or physical space is over its budget, are whole
     // victims collected at once.
     const uint32_t urgent_free = options_.gc_urgent_free_segments ? options_.gc_urgent_free_segments
-                                                                    : options_.gc_free_segments;
+                                                                  : options_.gc_free_segments;
     while (true) {
-      const bool short_of_segments = stats_.live_segments + options_.gc_free_segments > options_.total_segments;
+      const bool short_of_segments =
+          stats_.live_segments + options_.gc_free_segments > options_.total_segments;
       if (!short_of_segments && !(options_.space_pressure && options_.space_pressure())) break;
       // Physical space comes back only as victims are freed: free the waiting ones first.
       if (!short_of_segments && !unfreed_.empty()) {
@@ -283,12 +295,14 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
       const bool urgent = options_.gc_step_blocks == 0 || !short_of_segments ||
                           stats_.live_segments + urgent_free > options_.total_segments;
       bool progress = false;
-      ERAID_RETURN_IF_ERROR(CollectStep(urgent ? UINT64_MAX : uint64_t{options_.gc_step_blocks} * blocks, &progress));
+      ERAID_RETURN_IF_ERROR(
+          CollectStep(urgent ? UINT64_MAX : uint64_t{options_.gc_step_blocks} * blocks, &progress));
       if (!progress || !urgent) break;  // nothing holds garbage; or one step per request
     }
     return Status::Ok();
   }
-  if (n_blocks_ > 0 && static_cast<double>(n_invalid_sealed_) / static_cast<double>(n_blocks_) > options_.gp_threshold) {
+  if (n_blocks_ > 0 && static_cast<double>(n_invalid_sealed_) / static_cast<double>(n_blocks_) >
+                           options_.gp_threshold) {
     return CollectGarbage(options_.gp_threshold);
   }
   return Status::Ok();
@@ -309,11 +323,14 @@ Status LogEngine::Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, st
 }
 
 Status LogEngine::Trim(uint64_t lba, uint64_t blocks) {
-  if (blocks > kMaxLba || lba > kMaxLba - blocks) return Status::InvalidArgument("trim beyond the largest LBA");
+  if (blocks > kMaxLba || lba > kMaxLba - blocks)
+    return Status::InvalidArgument("trim beyond the largest LBA");
   stats_.trimmed_blocks += blocks;
-  for (uint64_t done = 0; options_.extent_shift && done < blocks;) {  // per extent the range touches
+  for (uint64_t done = 0;
+       options_.extent_shift && done < blocks;) {  // per extent the range touches
     const uint64_t l = lba + done;
-    const uint64_t n = std::min(blocks - done, (((l >> options_.extent_shift) + 1) << options_.extent_shift) - l);
+    const uint64_t n =
+        std::min(blocks - done, (((l >> options_.extent_shift) + 1) << options_.extent_shift) - l);
     ExtentOf(l)->trimmed_blocks += n;
     done += n;
   }
@@ -344,7 +361,8 @@ Status LogEngine::TrimRecord(uint64_t lba, uint32_t blocks) {
   }
   // The record first: if it cannot be written, the blocks stay as they were.
   ++now_;
-  ERAID_ASSIGN_OR_RETURN(uint64_t entry, AppendSlot(TrimClass(), TrimTag(first, last - first + 1), now_, ZeroBlock()));
+  ERAID_ASSIGN_OR_RETURN(
+      uint64_t entry, AppendSlot(TrimClass(), TrimTag(first, last - first + 1), now_, ZeroBlock()));
   ++n_blocks_;
   ++stats_.trim_records;
   uint32_t refs = 0;
@@ -495,7 +513,8 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
     } else if (score == best.score) {
       if (best.order == kNoOrder) best.order = TieOrder(best.id);
       const uint32_t order = TieOrder(seg->id);
-      if (order < best.order || (order == best.order && seg->id < best.id)) best = {score, order, seg->id, i};
+      if (order < best.order || (order == best.order && seg->id < best.id))
+        best = {score, order, seg->id, i};
     }
   }
   if (k == 1) {
@@ -510,22 +529,26 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
     if (a.order != b.order) return a.order < b.order;
     return a.id < b.id;
   };
-  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(), better);
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(k), candidates.end(),
+                    better);
   return k;
 }
 
 void LogEngine::StartVictim(uint32_t index) {
   Segment& victim = *segments_[index];
-  if (options_.keep_victim_gps) stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
+  if (options_.keep_victim_gps)
+    stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
   placement_.SegmentCollected(victim.cls, victim.created_time, Context());
 }
 
 // Inlined into the GC loops: it runs once per slot of every victim.
-[[gnu::always_inline]] inline Status LogEngine::CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
+[[gnu::always_inline]] inline Status LogEngine::CopySlot(uint32_t index, uint32_t slot,
+                                                         bool count_invalid, bool* copied) {
   Segment& victim = *segments_[index];
   // The victim's LBAs are scattered over the map: ask for the map entry a few slots
   // ahead, so its cache miss overlaps this slot's work (the loop's main cost).
-  if (slot + kGcPrefetch < victim.slots.size() && victim.slots[slot + kGcPrefetch].lba < map_.size()) {
+  if (slot + kGcPrefetch < victim.slots.size() &&
+      victim.slots[slot + kGcPrefetch].lba < map_.size()) {
     __builtin_prefetch(&map_[victim.slots[slot + kGcPrefetch].lba]);
   }
   *copied = false;
@@ -535,7 +558,8 @@ void LogEngine::StartVictim(uint32_t index) {
   std::span<const std::byte> data;
   if (has_data_) {
     gc_buf_.resize(kBlockSize);
-    ERAID_RETURN_IF_ERROR(store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
+    ERAID_RETURN_IF_ERROR(
+        store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
     data = gc_buf_;
   }
   const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
@@ -605,7 +629,8 @@ Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_inval
   }
   if (first == UINT64_MAX) return Status::Ok();
   const uint32_t refs = trim_refs_[entry];
-  ERAID_ASSIGN_OR_RETURN(uint64_t moved, AppendSlot(TrimClass(), TrimTag(first, last - first + 1), s.user_time, ZeroBlock()));
+  ERAID_ASSIGN_OR_RETURN(uint64_t moved, AppendSlot(TrimClass(), TrimTag(first, last - first + 1),
+                                                    s.user_time, ZeroBlock()));
   for (uint64_t l = first; l <= last; ++l) {
     if (map_[l] == (entry | kTrimmed)) map_[l] = moved | kTrimmed;
   }
@@ -652,7 +677,8 @@ Status LogEngine::CollectGarbage(double min_gp) {
     if (replay_) {
       GcAgeBands bands;
       const bool by_age = placement_.GcBandsFor(segments_[index]->cls, Context(), &bands);
-      ERAID_RETURN_IF_ERROR(by_age ? CopyReplayed<true>(index, bands) : CopyReplayed<false>(index, bands));
+      ERAID_RETURN_IF_ERROR(by_age ? CopyReplayed<true>(index, bands)
+                                   : CopyReplayed<false>(index, bands));
       continue;
     }
     const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
@@ -783,24 +809,30 @@ Status LogEngine::CheckInvariants() const {
     const uint64_t e = map_[lba];
     if (e == 0) continue;
     const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
-    if (!seg || SlotOf(e) >= seg->slots.size()) return Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
+    if (!seg || SlotOf(e) >= seg->slots.size())
+      return Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
     const uint64_t tag = seg->slots[SlotOf(e)].lba;
     if (e & kTrimmed) {
       if (!IsTrimTag(tag) || lba < TrimFirst(tag) || lba >= TrimFirst(tag) + TrimBlocks(tag)) {
-        return Status::Corruption("lba " + std::to_string(lba) + " is trimmed by a slot whose range lacks it");
+        return Status::Corruption("lba " + std::to_string(lba) +
+                                  " is trimmed by a slot whose range lacks it");
       }
       if (has_data_ && copies_[lba] == 0) {
-        return Status::Corruption("lba " + std::to_string(lba) + " keeps a trim record but has no copy to hide");
+        return Status::Corruption("lba " + std::to_string(lba) +
+                                  " keeps a trim record but has no copy to hide");
       }
       ++refs[e & ~kTrimmed];
     } else if (tag != lba) {
-      return Status::Corruption("lba " + std::to_string(lba) + " maps to a slot holding another block");
+      return Status::Corruption("lba " + std::to_string(lba) +
+                                " maps to a slot holding another block");
     }
   }
-  if (refs.size() != trim_refs_.size()) return Status::Corruption("live trim record count mismatch");
+  if (refs.size() != trim_refs_.size())
+    return Status::Corruption("live trim record count mismatch");
   for (const auto& [entry, n] : refs) {
     auto it = trim_refs_.find(entry);
-    if (it == trim_refs_.end() || it->second != n) return Status::Corruption("trim record reference count mismatch");
+    if (it == trim_refs_.end() || it->second != n)
+      return Status::Corruption("trim record reference count mismatch");
   }
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
@@ -816,27 +848,33 @@ Status LogEngine::CheckInvariants() const {
       }
     }
     if (seg->n_invalid != seg->slots.size() - live) {
-      return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " + std::to_string(seg->n_invalid) +
-                                " but " + std::to_string(seg->slots.size() - live) + " slots unmapped");
+      return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " +
+                                std::to_string(seg->n_invalid) + " but " +
+                                std::to_string(seg->slots.size() - live) + " slots unmapped");
     }
     blocks += seg->slots.size();
     if (seg->sealed) invalid_sealed += seg->n_invalid;
   }
-  if (blocks != n_blocks_) return Status::Corruption("n_blocks " + std::to_string(n_blocks_) + " != " + std::to_string(blocks));
+  if (blocks != n_blocks_)
+    return Status::Corruption("n_blocks " + std::to_string(n_blocks_) +
+                              " != " + std::to_string(blocks));
   if (invalid_sealed != n_invalid_sealed_) return Status::Corruption("n_invalid_sealed mismatch");
   if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
-  if (trim_refs_.size() != stats_.live_trim_records) return Status::Corruption("live trim record stat mismatch");
+  if (trim_refs_.size() != stats_.live_trim_records)
+    return Status::Corruption("live trim record stat mismatch");
   if (options_.extent_shift) {
     std::vector<uint64_t> per(extents_.size());
     for (uint64_t lba = 0; lba < map_.size(); ++lba) {
       if (IsData(map_[lba])) {
         const uint64_t e = lba >> options_.extent_shift;
-        if (e >= per.size()) return Status::Corruption("an extent with valid blocks has no counters");
+        if (e >= per.size())
+          return Status::Corruption("an extent with valid blocks has no counters");
         ++per[e];
       }
     }
     for (size_t e = 0; e < per.size(); ++e) {
-      if (per[e] != extents_[e].valid_blocks) return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
+      if (per[e] != extents_[e].valid_blocks)
+        return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
     }
   }
   return Status::Ok();

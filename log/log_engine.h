@@ -34,8 +34,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -59,7 +59,7 @@ struct EngineOptions {
   // this many (a flush is the expensive part of a GC on a real store, and a victim left
   // unfreed a little longer costs only its room). Counted as collected at once.
   uint32_t frees_per_flush = 1;
-  bool keep_victim_gps = true;       // for the median GP of collected segments
+  bool keep_victim_gps = true;  // for the median GP of collected segments
   // Open segments created at start even if the placement uses fewer classes. The
   // reference simulator always opens its configured number (6); matching it keeps
   // segment ids, and so its tie order in Greedy, the same. eraid-sim sets 6; the live
@@ -103,7 +103,9 @@ struct EngineStats {
   uint64_t live_segments = 0, valid_blocks = 0;
   std::vector<uint64_t> user_per_class, gc_per_class;
   std::vector<float> victim_gps;  // GP of every collected segment, if kept
-  double wa() const { return user_blocks ? double(user_blocks + gc_blocks) / double(user_blocks) : 1.0; }
+  double wa() const {
+    return user_blocks ? double(user_blocks + gc_blocks) / double(user_blocks) : 1.0;
+  }
 };
 
 class LogEngine {
@@ -114,7 +116,8 @@ class LogEngine {
 
   // One user write request of `blocks` blocks at `lba` (data: blocks*4 KiB, or empty for
   // a store without data). Runs GC afterwards if the GP calls for it.
-  Status Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us, std::span<const std::byte> data = {});
+  Status Write(uint64_t lba, uint32_t blocks, uint64_t timestamp_us,
+               std::span<const std::byte> data = {});
   // A write of [lba, lba + blocks) comes soon: starts loading its map entries and the
   // placement's state into the cache (a replay calls it a few requests ahead).
   void Prefetch(uint64_t lba, uint32_t blocks) const {
@@ -131,7 +134,9 @@ class LogEngine {
   static constexpr uint32_t kTrimCountShift = 40;
   static constexpr uint64_t kMaxLba = (1ull << kTrimCountShift) - 1;
   static constexpr uint32_t kMaxTrimRecordBlocks = 1u << 16;
-  static uint64_t TrimTag(uint64_t lba, uint64_t blocks) { return kTrimTag | (blocks - 1) << kTrimCountShift | lba; }
+  static uint64_t TrimTag(uint64_t lba, uint64_t blocks) {
+    return kTrimTag | (blocks - 1) << kTrimCountShift | lba;
+  }
   static bool IsTrimTag(uint64_t tag) { return (tag & kTrimTag) != 0; }
   static uint64_t TrimFirst(uint64_t tag) { return tag & kMaxLba; }
   static uint64_t TrimBlocks(uint64_t tag) { return ((tag & ~kTrimTag) >> kTrimCountShift) + 1; }
@@ -164,7 +169,8 @@ class LogEngine {
   std::optional<uint64_t> Locate(uint64_t lba) const;
   // Calls fn(handle, lba) for every mapped (written, not trimmed) LBA in
   // [first, first + count), in LBA order.
-  void ForEachMapped(uint64_t first, uint64_t count, const std::function<void(uint64_t handle, uint64_t lba)>& fn) const;
+  void ForEachMapped(uint64_t first, uint64_t count,
+                     const std::function<void(uint64_t handle, uint64_t lba)>& fn) const;
   uint64_t now() const { return now_; }
   // With extent_shift: an extent's counters (zeros beyond those touched), and their reset
   // (a deleted volume's extents, unmapped, start again at zero for the next one).
@@ -188,14 +194,16 @@ class LogEngine {
 
   template <bool kReplay>
   Status WriteBlocks(uint64_t lba, uint32_t blocks, std::span<const std::byte> data);
-  Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time, std::span<const std::byte> data);
+  Status AppendBlock(uint32_t cls, uint64_t lba, uint64_t user_time,
+                     std::span<const std::byte> data);
   Status AppendReplayed(uint32_t cls, Slot slot);
   void InvalidateMapped(uint64_t lba);
   template <bool kByAge>
   Status CopyReplayed(uint32_t index, const GcAgeBands& bands);
   // Appends a slot (a block, or a trim record's zero block) to the class's open segment;
   // returns its map entry. The caller maps it, then calls SealIfFull.
-  Result<uint64_t> AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time, std::span<const std::byte> data);
+  Result<uint64_t> AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time,
+                              std::span<const std::byte> data);
   Status SealIfFull(uint32_t index);
   // Writes a trim record for the LBAs of [lba, lba + blocks) that still have a copy in the
   // store and unmaps them all. blocks <= kMaxTrimRecordBlocks.
@@ -239,15 +247,17 @@ class LogEngine {
   Placement& placement_;
   SegmentStore& store_;
   const bool has_data_;  // the store's, asked once: it is on every block's path
-  const CountingStore* const counting_;  // the store, if it is one (its per-block calls are skipped)
+  const CountingStore* const
+      counting_;  // the store, if it is one (its per-block calls are skipped)
   // A counting store without extent counters (eraid-sim): blocks take the replay paths
   // (WriteBlocks<true>, CopyReplayed), which leave out data, copies and trim records.
   const bool replay_;
   std::vector<std::unique_ptr<Segment>> segments_;  // by index; nullptr = free index
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
-  std::vector<uint32_t> open_;                      // class -> segment index (kNoSegment: none now)
-  std::vector<uint64_t> map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
+  std::vector<uint32_t> open_;  // class -> segment index (kNoSegment: none now)
+  std::vector<uint64_t>
+      map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
   std::vector<uint32_t> copies_;

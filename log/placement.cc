@@ -85,7 +85,8 @@ class SepBIT final : public Placement {
     return cls;
   }
 
-  uint32_t GcWrite(uint64_t, uint64_t user_time, uint32_t from_class, const PlacementContext& ctx) override {
+  uint32_t GcWrite(uint64_t, uint64_t user_time, uint32_t from_class,
+                   const PlacementContext& ctx) override {
     GcAgeBands bands;
     GcBandsFor(from_class, ctx, &bands);
     return bands.ClassOf(ctx.now - user_time);
@@ -126,7 +127,9 @@ class SepBIT final : public Placement {
   static constexpr size_t kHeadAhead = 16;
   // Whole-number bounds of a non-negative real (saturating: infinity never reached).
   static uint64_t Floor(double x) { return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(x); }
-  static uint64_t Ceil(double x) { return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(std::ceil(x)); }
+  static uint64_t Ceil(double x) {
+    return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(std::ceil(x));
+  }
   uint64_t fifo_size() const { return fifo_.size() - head_; }
   void PopFront(uint64_t now) {
     // The head entry was written at user time now - size + 1; its LBA leaves the FIFO if
@@ -162,7 +165,9 @@ class FutureKnowledge final : public Placement {
     life_.at(lba) = life;
     return Classify(lba, ctx);
   }
-  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext& ctx) override { return Classify(lba, ctx); }
+  uint32_t GcWrite(uint64_t lba, uint64_t, uint32_t, const PlacementContext& ctx) override {
+    return Classify(lba, ctx);
+  }
 
  private:
   uint32_t Classify(uint64_t lba, const PlacementContext& ctx) const {
@@ -175,12 +180,14 @@ class FutureKnowledge final : public Placement {
 
 class Oracle final : public Placement {
  public:
-  explicit Oracle(std::shared_ptr<const std::vector<uint64_t>> lifespans) : lifespans_(std::move(lifespans)) {}
+  explicit Oracle(std::shared_ptr<const std::vector<uint64_t>> lifespans)
+      : lifespans_(std::move(lifespans)) {}
   const char* name() const override { return "oracle"; }
   uint32_t classes() const override { return kRing + kFar + 1; }
   uint32_t UserWrite(uint64_t lba, const PlacementContext& ctx) override {
     Advance(ctx);
-    const uint64_t life = ctx.now - 1 < lifespans_->size() ? (*lifespans_)[ctx.now - 1] : UINT64_MAX;
+    const uint64_t life =
+        ctx.now - 1 < lifespans_->size() ? (*lifespans_)[ctx.now - 1] : UINT64_MAX;
     const uint64_t death = life == UINT64_MAX ? UINT64_MAX : ctx.now + life;
     death_.at(lba) = death;
     return Classify(death, ctx);
@@ -203,7 +210,8 @@ class Oracle final : public Placement {
   // Seals the classes of windows that have ended (all their blocks are dead).
   void Advance(const PlacementContext& ctx) {
     const uint64_t window = (ctx.now - 1) / ctx.segment_blocks;
-    for (; current_ < window; ++current_) seal_requests_.push_back(static_cast<uint32_t>(current_ % kRing));
+    for (; current_ < window; ++current_)
+      seal_requests_.push_back(static_cast<uint32_t>(current_ % kRing));
   }
   std::shared_ptr<const std::vector<uint64_t>> lifespans_;
   uint64_t current_ = 0;
@@ -234,7 +242,8 @@ class Hybrid final : public Placement {
     uint32_t& last = last_.at(lba);
     uint32_t cls = kBins;  // never written: unknown
     if (avg != kNever) {
-      const double v = std::log2(double(static_cast<uint32_t>(static_cast<uint32_t>(ctx.now) - last)));
+      const double v =
+          std::log2(double(static_cast<uint32_t>(static_cast<uint32_t>(ctx.now) - last)));
       double mean = v;
       if (avg != kOnce) {
         const double before = Decode(avg);
@@ -250,10 +259,12 @@ class Hybrid final : public Placement {
     return cls;
   }
 
-  uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t, const PlacementContext& ctx) override {
+  uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t,
+                   const PlacementContext& ctx) override {
     const uint16_t avg = average_.get(lba);
     const double age = std::log2(double(std::max<uint64_t>(1, ctx.now - user_time)));
-    const double prediction = avg == kNever || avg == kOnce ? age + 1 : std::max(Predict(Decode(avg)), age);
+    const double prediction =
+        avg == kNever || avg == kOnce ? age + 1 : std::max(Predict(Decode(avg)), age);
     return kBins + 1 + Bin(prediction, ctx);
   }
   void Prefetch(uint64_t lba) const override {
@@ -311,8 +322,10 @@ class Dac final : public Placement {
   uint32_t classes() const override { return 6; }
   uint32_t UserWrite(uint64_t lba, const PlacementContext&) override {
     int8_t& level = level_.at(lba);
-    if (level < 0) level = 0;
-    else if (level < static_cast<int8_t>(classes() - 1)) ++level;
+    if (level < 0)
+      level = 0;
+    else if (level < static_cast<int8_t>(classes() - 1))
+      ++level;
     return static_cast<uint32_t>(level);
   }
   void Prefetch(uint64_t lba) const override { level_.Prefetch(lba); }
@@ -430,7 +443,8 @@ class Warcip final : public Placement {
       if (writes_[i] > total_writes_ / 2) {
         if (centers_.size() < kMax) {
           split = static_cast<int>(i);
-          centers_.insert(centers_.begin() + static_cast<long>(i), (centers_[i - 1] + centers_[i]) / 2);
+          centers_.insert(centers_.begin() + static_cast<long>(i),
+                          (centers_[i - 1] + centers_[i]) / 2);
           blocks_.insert(blocks_.begin() + static_cast<long>(i), 0);
           writes_.insert(writes_.begin() + static_cast<long>(i), 0);
           break;
@@ -451,7 +465,8 @@ class Warcip final : public Placement {
   }
 
   std::vector<double> centers_ = std::vector<double>(kMax, 0.0);
-  std::vector<uint64_t> blocks_ = std::vector<uint64_t>(kMax, 0), writes_ = std::vector<uint64_t>(kMax, 0);
+  std::vector<uint64_t> blocks_ = std::vector<uint64_t>(kMax, 0),
+                        writes_ = std::vector<uint64_t>(kMax, 0);
   uint64_t total_writes_ = 0, sealed_user_ = 0, segment_blocks_ = 0;
   int next_merge_ = -1;
   LbaArray<int64_t> last_us_{-1}, penalty_us_{0};
@@ -463,8 +478,8 @@ std::vector<std::string> PlacementNames() {
   return {"sepbit", "nosep", "sepgc", "fk", "oracle", "dac", "fadac", "warcip", "hybrid"};
 }
 
-Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
-                                                 std::shared_ptr<const std::vector<uint64_t>> future) {
+Result<std::unique_ptr<Placement>> MakePlacement(
+    const std::string& name, std::shared_ptr<const std::vector<uint64_t>> future) {
   if (name == "sepbit") return std::unique_ptr<Placement>(new SepBIT());
   if (name == "nosep") return std::unique_ptr<Placement>(new NoSep());
   if (name == "sepgc") return std::unique_ptr<Placement>(new SepGC());
@@ -473,7 +488,8 @@ Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
   if (name == "fadac") return std::unique_ptr<Placement>(new Fadac());
   if (name == "warcip") return std::unique_ptr<Placement>(new Warcip());
   if (name == "fk" || name == "oracle") {
-    if (!future) return Status::InvalidArgument(name + " needs the trace's future (trace replay only)");
+    if (!future)
+      return Status::InvalidArgument(name + " needs the trace's future (trace replay only)");
     if (name == "oracle") return std::unique_ptr<Placement>(new Oracle(std::move(future)));
     return std::unique_ptr<Placement>(new FutureKnowledge(std::move(future)));
   }

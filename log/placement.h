@@ -49,8 +49,8 @@ struct PlacementContext {
 // What to do with a class whose open segment was just sealed (WARCIP merges and splits
 // classes; every other scheme reopens).
 struct SealDecision {
-  bool reopen = true;      // false: the class is removed; later classes shift down
-  int split_at = -1;       // >= 0: insert a new class (and open segment) at this index
+  bool reopen = true;  // false: the class is removed; later classes shift down
+  int split_at = -1;   // >= 0: insert a new class (and open segment) at this index
 };
 
 struct PlacementStats {
@@ -94,7 +94,9 @@ class Placement {
   // to be collected (after SegmentCollected, at the same ctx.now), so the engine classifies
   // a victim's blocks without a call per block. GcWrite must agree with it. False (the
   // default): the engine asks GcWrite for every block.
-  virtual bool GcBandsFor(uint32_t /*from_class*/, const PlacementContext&, GcAgeBands*) const { return false; }
+  virtual bool GcBandsFor(uint32_t /*from_class*/, const PlacementContext&, GcAgeBands*) const {
+    return false;
+  }
   // A segment of `cls`, opened at user time `created`, is being collected.
   virtual void SegmentCollected(uint32_t /*cls*/, uint64_t /*created*/, const PlacementContext&) {}
   virtual SealDecision OnSealed(uint32_t /*cls*/, const PlacementContext&) { return {}; }
@@ -108,11 +110,12 @@ class Placement {
   std::vector<uint32_t> seal_requests_;
 };
 
-// Names: sepbit, nosep, sepgc, fk, oracle, dac, fadac, warcip. `future_lifespans` (fk, oracle): for the i-th
-// user-written block (from 0), the number of user writes until its LBA is written again,
+// Names: sepbit, nosep, sepgc, fk, oracle, dac, fadac, warcip. `future_lifespans` (fk, oracle): for
+// the i-th user-written block (from 0), the number of user writes until its LBA is written again,
 // or UINT64_MAX if never.
-Result<std::unique_ptr<Placement>> MakePlacement(const std::string& name,
-                                                 std::shared_ptr<const std::vector<uint64_t>> future_lifespans = nullptr);
+Result<std::unique_ptr<Placement>> MakePlacement(
+    const std::string& name,
+    std::shared_ptr<const std::vector<uint64_t>> future_lifespans = nullptr);
 std::vector<std::string> PlacementNames();
 
 }  // namespace eraid

@@ -39,7 +39,9 @@ class CountingStore final : public SegmentStore {
  public:
   explicit CountingStore(uint32_t segment_blocks) : segment_blocks_(segment_blocks) {}
   Result<uint64_t> Open(uint32_t) override { return next_++; }
-  Result<uint32_t> Append(uint64_t, uint64_t, uint64_t, std::span<const std::byte>) override { return 0; }
+  Result<uint32_t> Append(uint64_t, uint64_t, uint64_t, std::span<const std::byte>) override {
+    return 0;
+  }
   bool Full(uint64_t, uint32_t blocks) const override { return blocks >= segment_blocks_; }
   Status Seal(uint64_t) override { return Status::Ok(); }
   Status Free(uint64_t) override { return Status::Ok(); }

@@ -1,12 +1,11 @@
 #include "log/trace.h"
 
-#include <zlib.h>
-#include <zstd.h>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -28,7 +27,8 @@ Result<TraceFormat> ParseTraceFormat(const std::string& name) {
   if (name == "alibaba" || name == "ali") return TraceFormat::kAlibaba;
   if (name == "tencent") return TraceFormat::kTencent;
   if (name == "msr") return TraceFormat::kMsr;
-  return Status::InvalidArgument("trace format must be alibaba, tencent or msr, got '" + name + "'");
+  return Status::InvalidArgument("trace format must be alibaba, tencent or msr, got '" + name +
+                                 "'");
 }
 
 namespace {
@@ -48,7 +48,8 @@ bool Split(std::string_view line, size_t n, std::string_view* fields) {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -88,17 +89,20 @@ Status ParseTraceLine(TraceFormat format, std::string_view line, TraceLineView* 
   out->volume_suffix = {};
   switch (format) {
     case TraceFormat::kAlibaba: {
-      if (!Split(line, 5, f)) return Bad("expected 5 fields: device_id,opcode,offset,length,timestamp");
+      if (!Split(line, 5, f))
+        return Bad("expected 5 fields: device_id,opcode,offset,length,timestamp");
       std::string_view op = Trim(f[1]);
       if (op != "R" && op != "W") return Bad("opcode must be R or W");
-      if (!Number(f[2], &a) || !Number(f[3], &b) || !Number(f[4], &t)) return Bad("offset, length and timestamp must be integers");
+      if (!Number(f[2], &a) || !Number(f[3], &b) || !Number(f[4], &t))
+        return Bad("offset, length and timestamp must be integers");
       out->volume = Trim(f[0]);
       out->write = op == "W";
       out->timestamp_us = t;
       return ToBlocks(a, b, out);
     }
     case TraceFormat::kTencent: {
-      if (!Split(line, 5, f)) return Bad("expected 5 fields: timestamp,offset,size,io_type,volume_id");
+      if (!Split(line, 5, f))
+        return Bad("expected 5 fields: timestamp,offset,size,io_type,volume_id");
       if (!Number(f[0], &t) || !Number(f[1], &a) || !Number(f[2], &b) || !Number(f[3], &type)) {
         return Bad("timestamp, offset, size and io_type must be integers");
       }
@@ -110,7 +114,8 @@ Status ParseTraceLine(TraceFormat format, std::string_view line, TraceLineView* 
       return ToBlocks(a * 512, b * 512, out);
     }
     case TraceFormat::kMsr: {
-      if (!Split(line, 7, f)) return Bad("expected 7 fields: timestamp,hostname,disk,type,offset,size,response_time");
+      if (!Split(line, 7, f))
+        return Bad("expected 7 fields: timestamp,hostname,disk,type,offset,size,response_time");
       std::string_view op = Trim(f[3]);
       if (op != "Read" && op != "Write") return Bad("type must be Read or Write");
       if (!Number(f[0], &t) || !Number(f[2], &type) || !Number(f[4], &a) || !Number(f[5], &b)) {
@@ -186,7 +191,8 @@ class MappedSource final : public TraceReader::Source {
     if (pos_ > released_) {
       const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
       const size_t upto = pos_ / page * page;
-      if (upto > released_) ::madvise(const_cast<char*>(data_) + released_, upto - released_, MADV_DONTNEED);
+      if (upto > released_)
+        ::madvise(const_cast<char*>(data_) + released_, upto - released_, MADV_DONTNEED);
       released_ = upto;
     }
     const size_t n = std::min(kChunkBytes, size_ - pos_);
@@ -290,7 +296,8 @@ Result<std::unique_ptr<TraceReader::Source>> OpenGzip(const std::string& path) {
   auto decode = [file, path](char* buf, size_t cap) -> Result<size_t> {
     size_t got = 0;
     while (got < cap) {
-      const int n = gzread(file.get(), buf + got, static_cast<unsigned>(std::min<size_t>(cap - got, 1 << 30)));
+      const int n = gzread(file.get(), buf + got,
+                           static_cast<unsigned>(std::min<size_t>(cap - got, 1 << 30)));
       if (n < 0) {
         int err = 0;
         const char* msg = gzerror(file.get(), &err);
@@ -301,8 +308,8 @@ Result<std::unique_ptr<TraceReader::Source>> OpenGzip(const std::string& path) {
     }
     return got;
   };
-  return std::unique_ptr<TraceReader::Source>(
-      new DecompressingSource(decode, [file] { return static_cast<uint64_t>(gzoffset(file.get())); }));
+  return std::unique_ptr<TraceReader::Source>(new DecompressingSource(
+      decode, [file] { return static_cast<uint64_t>(gzoffset(file.get())); }));
 }
 
 Result<std::unique_ptr<TraceReader::Source>> OpenZstd(const std::string& path) {
@@ -345,11 +352,13 @@ Result<std::unique_ptr<TraceReader::Source>> OpenZstd(const std::string& path) {
     }
     return got;
   };
-  return std::unique_ptr<TraceReader::Source>(new DecompressingSource(decode, [st] { return st->consumed; }));
+  return std::unique_ptr<TraceReader::Source>(
+      new DecompressingSource(decode, [st] { return st->consumed; }));
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool LooksGzipped(const std::string& path) {
@@ -363,7 +372,8 @@ bool LooksGzipped(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path, TraceFormat format) {
+Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path,
+                                                       TraceFormat format) {
   std::unique_ptr<Source> source;
   if (EndsWith(path, ".zst") || EndsWith(path, ".zstd")) {
     ERAID_ASSIGN_OR_RETURN(source, OpenZstd(path));
@@ -421,7 +431,8 @@ Result<bool> TraceReader::NextView(TraceLineView* out) {
     std::string_view v = Trim(line);
     if (v.empty() || v.front() == '#') continue;
     Status s = ParseTraceLine(format_, v, out);
-    if (!s.ok()) return Status::InvalidArgument(path_ + ":" + std::to_string(line_) + ": " + s.message());
+    if (!s.ok())
+      return Status::InvalidArgument(path_ + ":" + std::to_string(line_) + ": " + s.message());
     return true;
   }
 }

@@ -34,8 +34,8 @@ Result<TraceFormat> ParseTraceFormat(const std::string& name);
 struct TraceRecord {
   std::string volume;
   bool write = false;
-  uint64_t lba = 0;      // first 4 KiB block
-  uint32_t blocks = 0;   // 4 KiB blocks touched
+  uint64_t lba = 0;     // first 4 KiB block
+  uint32_t blocks = 0;  // 4 KiB blocks touched
   uint64_t timestamp_us = 0;
 };
 

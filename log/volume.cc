@@ -19,20 +19,27 @@ class Volume::ArrayStore final : public SegmentStore {
  public:
   ArrayStore(ElasticArray& array, SegmentScheme scheme) : array_(array), scheme_(scheme) {}
   Result<uint64_t> Open(uint32_t cls) override {
-    ERAID_ASSIGN_OR_RETURN(SegmentId s, array_.AllocateSegment(listener_ ? listener_->SchemeForNewSegment() : scheme_));
+    ERAID_ASSIGN_OR_RETURN(
+        SegmentId s,
+        array_.AllocateSegment(listener_ ? listener_->SchemeForNewSegment() : scheme_));
     if (classes_.size() <= s.value) classes_.resize(s.value + 1);
     classes_[s.value] = cls;
     return uint64_t{s.value};
   }
-  Result<uint32_t> Append(uint64_t handle, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) override {
+  Result<uint32_t> Append(uint64_t handle, uint64_t lba, uint64_t user_time,
+                          std::span<const std::byte> data) override {
     return array_.Append(SegmentId(static_cast<uint32_t>(handle)), data, lba,
                          uint64_t{classes_[handle]} << kClassShift | (user_time & kTimeMask));
   }
   bool Full(uint64_t handle, uint32_t) const override {
     return array_.Remaining(SegmentId(static_cast<uint32_t>(handle))) == 0;
   }
-  Status Seal(uint64_t handle) override { return array_.Seal(SegmentId(static_cast<uint32_t>(handle))); }
-  Status Free(uint64_t handle) override { return array_.Free(SegmentId(static_cast<uint32_t>(handle))); }
+  Status Seal(uint64_t handle) override {
+    return array_.Seal(SegmentId(static_cast<uint32_t>(handle)));
+  }
+  Status Free(uint64_t handle) override {
+    return array_.Free(SegmentId(static_cast<uint32_t>(handle)));
+  }
   Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) override {
     if (listener_) listener_->OnSegmentRead(SegmentId(static_cast<uint32_t>(handle)));
     return array_.Read(SegmentId(static_cast<uint32_t>(handle)), position, out);
@@ -52,25 +59,34 @@ class Volume::ArrayStore final : public SegmentStore {
   std::vector<uint32_t> classes_;
 };
 
-Volume::Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement)
-    : array_(array), options_(options), placement_(std::move(placement)),
+Volume::Volume(ElasticArray& array, const VolumeOptions& options,
+               std::unique_ptr<Placement> placement)
+    : array_(array),
+      options_(options),
+      placement_(std::move(placement)),
       store_(std::make_unique<ArrayStore>(array, options.scheme)),
-      clock_(options.clock ? *options.clock : SystemClock::Default()), start_us_(clock_.NowMicros()) {
+      clock_(options.clock ? *options.clock : SystemClock::Default()),
+      start_us_(clock_.NowMicros()) {
   array.set_defer_row_writes(true);  // Write() and Trim() write them after the volume lock
   const ArrayGeometry& g = array.geometry();
   // Summaries take up to one position in every kSummaryCapacity + 1 (raid/metadata.h),
   // and one per row when rows are short.
-  constexpr double kSummarized = double(raid_format::kSummaryCapacity) / double(raid_format::kSummaryCapacity + 1);
+  constexpr double kSummarized =
+      double(raid_format::kSummaryCapacity) / double(raid_format::kSummaryCapacity + 1);
   const double per_segment =
-      double(g.segment_positions()) * std::min(kSummarized, double(g.row_blocks() - 1) / double(g.row_blocks()));
+      double(g.segment_positions()) *
+      std::min(kSummarized, double(g.row_blocks() - 1) / double(g.row_blocks()));
   const double segments = double(g.segments) - 2.0 * placement_->classes();
-  capacity_blocks_ = segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
+  capacity_blocks_ =
+      segments > 0 ? static_cast<uint64_t>(options.utilization * segments * per_segment) : 0;
   address_blocks_ = capacity_blocks_;
   if (options.extent_shift > 0) {
     const uint64_t extent = uint64_t{1} << options.extent_shift;
     // Room for the provisioned blocks, and a part-used last extent of each of up to
     // `max_volumes` volumes.
-    address_blocks_ = ((capacity_blocks_ * std::max(1u, options.overcommit) + extent - 1) / extent + options.max_volumes) * extent;
+    address_blocks_ = ((capacity_blocks_ * std::max(1u, options.overcommit) + extent - 1) / extent +
+                       options.max_volumes) *
+                      extent;
   }
 }
 
@@ -123,7 +139,8 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
     // paid once per batch rather than once per victim.
     const uint32_t reserve = std::max<uint32_t>(2, eo.total_segments / 32);
     eo.gc_free_segments = placement_->classes() + reserve;
-    eo.frees_per_flush = options_.gc_frees_per_flush ? options_.gc_frees_per_flush : std::max<uint32_t>(1, reserve / 2);
+    eo.frees_per_flush = options_.gc_frees_per_flush ? options_.gc_frees_per_flush
+                                                     : std::max<uint32_t>(1, reserve / 2);
     eo.gc_step_blocks = options_.gc_step_blocks;
     eo.defer_frees = true;  // Flush() frees them, with the device flush outside the lock
     eo.gc_urgent_free_segments = placement_->classes() + std::max<uint32_t>(1, reserve / 2);
@@ -135,7 +152,8 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
 
 static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions& options) {
   if (options.placement == "fk" || options.placement == "oracle") {
-    return Status::InvalidArgument(options.placement + " needs the future: trace replay only (eraid-sim)");
+    return Status::InvalidArgument(options.placement +
+                                   " needs the future: trace replay only (eraid-sim)");
   }
   if (!(options.utilization > 0 && options.utilization <= 0.9)) {
     return Status::InvalidArgument("utilization must be in (0, 0.9]");
@@ -146,7 +164,8 @@ static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions&
 Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const VolumeOptions& options) {
   ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
   auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
-  if (v->capacity_blocks_ == 0) return Status::InvalidArgument("the array has too few segments for a volume");
+  if (v->capacity_blocks_ == 0)
+    return Status::InvalidArgument("the array has too few segments for a volume");
   if (array.stats().free_segments != array.geometry().segments) {
     return Status::InvalidArgument("the array already holds data; open the volume instead");
   }
@@ -158,7 +177,8 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
 Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOptions& options) {
   ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
   auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
-  if (v->capacity_blocks_ == 0) return Status::InvalidArgument("the array has too few segments for a volume");
+  if (v->capacity_blocks_ == 0)
+    return Status::InvalidArgument("the array has too few segments for a volume");
   // Every segment the array recovered is sealed; collect its blocks per segment.
   std::map<uint32_t, std::vector<LogEngine::RecoveredBlock>> found;
   std::map<uint32_t, uint32_t> classes;
@@ -173,10 +193,12 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   for (uint32_t i = 0; i < array.geometry().segments && !options.salvage; ++i) {
     const SegmentInfo info = array.segment_info(SegmentId(i));
     if (info.summaries_lost) {
-      return Status::DataLoss("segment " + std::to_string(i) + ": a summary block is damaged beyond repair at position " +
-                              std::to_string(info.frontier) +
-                              "; the blocks written after it are unknown, and serving would return older versions "
-                              "of them (open with salvage to serve what is known)");
+      return Status::DataLoss(
+          "segment " + std::to_string(i) +
+          ": a summary block is damaged beyond repair at position " +
+          std::to_string(info.frontier) +
+          "; the blocks written after it are unknown, and serving would return older versions "
+          "of them (open with salvage to serve what is known)");
     }
   }
   // Segments with no data blocks (opened, never written) are simply freed.
@@ -193,14 +215,16 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
 
 Status Volume::CheckRange(uint64_t lba, uint64_t blocks) const {
   if (blocks == 0 || lba >= address_blocks_ || blocks > address_blocks_ - lba) {
-    return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" + std::to_string(blocks) +
-                                   ") outside the volume of " + std::to_string(address_blocks_) + " blocks");
+    return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" +
+                                   std::to_string(blocks) + ") outside the volume of " +
+                                   std::to_string(address_blocks_) + " blocks");
   }
   return Status::Ok();
 }
 
 Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
-  if (data.empty() || !IsBlockAligned(data.size())) return Status::InvalidArgument("write size must be a multiple of 4 KiB");
+  if (data.empty() || !IsBlockAligned(data.size()))
+    return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
   bool free_due = false;
@@ -212,15 +236,17 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
       engine_->ForEachMapped(lba, blocks, [&](uint64_t, uint64_t) { ++fresh; });
       fresh = blocks - fresh;
       if (fresh > 0 && engine_->stats().valid_blocks + fresh > capacity_blocks_) {
-        return Status::NoSpace("the array is full: " + std::to_string(engine_->stats().valid_blocks) + " of " +
-                               std::to_string(capacity_blocks_) + " blocks hold data (trim or delete to make room)");
+        return Status::NoSpace(
+            "the array is full: " + std::to_string(engine_->stats().valid_blocks) + " of " +
+            std::to_string(capacity_blocks_) + " blocks hold data (trim or delete to make room)");
       }
     }
     const uint64_t ts = clock_.NowMicros() - start_us_;
     // One engine request per at most 256 blocks keeps GC checks frequent on big writes.
     for (uint64_t done = 0; done < blocks;) {
       const auto n = static_cast<uint32_t>(std::min<uint64_t>(256, blocks - done));
-      ERAID_RETURN_IF_ERROR(engine_->Write(lba + done, n, ts, data.subspan(BlocksToBytes(done), BlocksToBytes(n))));
+      ERAID_RETURN_IF_ERROR(
+          engine_->Write(lba + done, n, ts, data.subspan(BlocksToBytes(done), BlocksToBytes(n))));
       done += n;
     }
     free_due = engine_->free_due();
@@ -240,7 +266,8 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
 }
 
 Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
-  if (out.empty() || !IsBlockAligned(out.size())) return Status::InvalidArgument("read size must be a multiple of 4 KiB");
+  if (out.empty() || !IsBlockAligned(out.size()))
+    return Status::InvalidArgument("read size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(out.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
   std::shared_lock lock(mu_);  // reads run side by side; the array serialises what it must
@@ -336,7 +363,8 @@ void Volume::SetListener(VolumeListener* listener) {
 std::vector<std::pair<SegmentId, double>> Volume::SealedSegments() const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<SegmentId, double>> out;
-  engine_->ForEachSealed([&](uint64_t handle, double gp) { out.emplace_back(SegmentId(uint32_t(handle)), gp); });
+  engine_->ForEachSealed(
+      [&](uint64_t handle, double gp) { out.emplace_back(SegmentId(uint32_t(handle)), gp); });
   return out;
 }
 
@@ -395,7 +423,8 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
       }
       ++s.valid_blocks;
       s.lba_max = lba;  // in LBA order
-      if (lba < capacity_blocks_) ++s.histogram[lba * bins / capacity_blocks_];  // the default volume's
+      if (lba < capacity_blocks_)
+        ++s.histogram[lba * bins / capacity_blocks_];  // the default volume's
     });
   }
   return out;

@@ -22,17 +22,16 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
-
-#include "common/clock.h"
-#include "common/rw_mutex.h"
-#include <span>
 #include <optional>
+#include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/rw_mutex.h"
 #include "log/log_engine.h"
 #include "raid/array.h"
 
@@ -172,7 +171,7 @@ class Volume {
   uint64_t flush_covered_ = 0;    // requests answered by finished rounds
   uint64_t flush_rounds_ = 0;
   bool flush_running_ = false;
-  Status flush_status_;           // the last round's outcome
+  Status flush_status_;  // the last round's outcome
   // GC's victims are freed by a flush round this thread runs when a writer finds enough
   // of them waiting (started at the first; under flush_mu_), and a round that freed
   // victims is followed by one that trims them.

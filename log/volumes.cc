@@ -26,7 +26,9 @@ class Volumes::Handle {
 };
 
 namespace {
-uint64_t ExtentsFor(uint64_t blocks) { return (blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks; }
+uint64_t ExtentsFor(uint64_t blocks) {
+  return (blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks;
+}
 }  // namespace
 
 std::vector<VolumeRecord> Volumes::DefaultTable(uint64_t capacity_blocks) {
@@ -38,11 +40,12 @@ std::vector<VolumeRecord> Volumes::DefaultTable(uint64_t capacity_blocks) {
 Status Volumes::CheckName(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-' ||
       !std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-               c == '-';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
       })) {
-    return Status::InvalidArgument("a volume name is 1..64 of A-Z a-z 0-9 . _ - (not starting with . or -), got '" +
-                                   name + "'");
+    return Status::InvalidArgument(
+        "a volume name is 1..64 of A-Z a-z 0-9 . _ - (not starting with . or -), got '" + name +
+        "'");
   }
   return Status::Ok();
 }
@@ -94,7 +97,8 @@ uint64_t Volumes::provisioned_blocks() const {
 Status Volumes::CheckProvisioningLocked(uint64_t more_blocks) const {
   const uint64_t provisioned = ProvisionedLocked();
   if (provisioned + more_blocks <= limit_blocks()) return Status::Ok();
-  return Status::NoSpace("volumes may add up to " + std::to_string(BlocksToBytes(limit_blocks()) >> 20) + " MiB (" +
+  return Status::NoSpace("volumes may add up to " +
+                         std::to_string(BlocksToBytes(limit_blocks()) >> 20) + " MiB (" +
                          std::to_string(kOvercommit) + "x the array's capacity); " +
                          std::to_string(BlocksToBytes(provisioned) >> 20) + " MiB are provisioned");
 }
@@ -159,7 +163,8 @@ Status Volumes::TrimExtents(const std::vector<uint32_t>& extents) {
 }
 
 Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
-  if (size_blocks == 0) return Status::InvalidArgument("a volume's size must be at least 4 KiB (delete it instead)");
+  if (size_blocks == 0)
+    return Status::InvalidArgument("a volume's size must be at least 4 KiB (delete it instead)");
   std::lock_guard admin(admin_mu_);
   std::vector<uint32_t> dropped;
   uint64_t tail_from = 0, tail_to = 0;  // LBAs of the volume to trim in its last kept extent
@@ -173,7 +178,8 @@ Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
       ERAID_RETURN_IF_ERROR(CheckProvisioningLocked(size_blocks - old));
       const uint64_t more = ExtentsFor(size_blocks) - e->extents.size();
       std::vector<uint32_t> taken = TakeExtents(more);
-      if (more > 0 && taken.empty()) return Status::NoSpace("no free extents of the LBA space left");
+      if (more > 0 && taken.empty())
+        return Status::NoSpace("no free extents of the LBA space left");
       e->extents.insert(e->extents.end(), taken.begin(), taken.end());
       e->size_blocks = size_blocks;
       if (Status s = SaveLocked(); !s.ok()) {
@@ -195,9 +201,9 @@ Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
   // back (a crash before the save: the volume keeps them, past its end, holding zeros).
   if (tail_to > tail_from) {
     std::shared_lock lock(mu_);
-    ERAID_RETURN_IF_ERROR(ForEachPiece(*e, tail_from, tail_to - tail_from, [&](uint64_t g, uint64_t n, uint64_t) {
-      return log_.Trim(g, n);
-    }));
+    ERAID_RETURN_IF_ERROR(
+        ForEachPiece(*e, tail_from, tail_to - tail_from,
+                     [&](uint64_t g, uint64_t n, uint64_t) { return log_.Trim(g, n); }));
   }
   ERAID_RETURN_IF_ERROR(TrimExtents(dropped));
   std::unique_lock lock(mu_);
@@ -215,7 +221,8 @@ Status Volumes::Delete(const std::string& name) {
     if (!e || e->closed) return Status::NotFound("no volume '" + name + "'");
     if (e->name == kDefault) return Status::InvalidArgument("the default volume cannot be deleted");
     if (const int n = e->connections.load(); n > 0) {
-      return Status::Busy("volume '" + name + "' is open by " + std::to_string(n) + " connection(s): disconnect first");
+      return Status::Busy("volume '" + name + "' is open by " + std::to_string(n) +
+                          " connection(s): disconnect first");
     }
     e->closed = true;  // no new connections or I/O
     for (const auto& sp : entries_) {
@@ -281,8 +288,9 @@ uint64_t Volumes::size_blocks(const Handle& h) const {
 Status Volumes::CheckRange(const Entry& e, uint64_t lba, uint64_t blocks) const {
   if (e.closed) return Status::NotFound("volume '" + e.name + "' was deleted");
   if (blocks == 0 || lba >= e.size_blocks || blocks > e.size_blocks - lba) {
-    return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" + std::to_string(blocks) +
-                                   ") outside volume '" + e.name + "' of " + std::to_string(e.size_blocks) + " blocks");
+    return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" +
+                                   std::to_string(blocks) + ") outside volume '" + e.name +
+                                   "' of " + std::to_string(e.size_blocks) + " blocks");
   }
   return Status::Ok();
 }
@@ -293,14 +301,16 @@ Status Volumes::ForEachPiece(const Entry& e, uint64_t lba, uint64_t blocks,
     const uint64_t l = lba + done;
     const uint64_t in_extent = l & (kExtentBlocks - 1);
     const uint64_t n = std::min(blocks - done, kExtentBlocks - in_extent);
-    ERAID_RETURN_IF_ERROR(fn((uint64_t{e.extents[l >> kExtentShift]} << kExtentShift) | in_extent, n, done));
+    ERAID_RETURN_IF_ERROR(
+        fn((uint64_t{e.extents[l >> kExtentShift]} << kExtentShift) | in_extent, n, done));
     done += n;
   }
   return Status::Ok();
 }
 
 Status Volumes::Read(Handle& h, uint64_t lba, std::span<std::byte> out) {
-  if (!IsBlockAligned(out.size())) return Status::InvalidArgument("read size must be a multiple of 4 KiB");
+  if (!IsBlockAligned(out.size()))
+    return Status::InvalidArgument("read size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(out.size());
   std::shared_lock lock(mu_);
   ERAID_RETURN_IF_ERROR(CheckRange(*h.entry, lba, blocks));
@@ -312,7 +322,8 @@ Status Volumes::Read(Handle& h, uint64_t lba, std::span<std::byte> out) {
 }
 
 Status Volumes::Write(Handle& h, uint64_t lba, std::span<const std::byte> data) {
-  if (!IsBlockAligned(data.size())) return Status::InvalidArgument("write size must be a multiple of 4 KiB");
+  if (!IsBlockAligned(data.size()))
+    return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
   std::shared_lock lock(mu_);
   ERAID_RETURN_IF_ERROR(CheckRange(*h.entry, lba, blocks));
@@ -326,7 +337,8 @@ Status Volumes::Write(Handle& h, uint64_t lba, std::span<const std::byte> data) 
 Status Volumes::Trim(Handle& h, uint64_t lba, uint64_t blocks) {
   std::shared_lock lock(mu_);
   ERAID_RETURN_IF_ERROR(CheckRange(*h.entry, lba, blocks));
-  return ForEachPiece(*h.entry, lba, blocks, [&](uint64_t g, uint64_t n, uint64_t) { return log_.Trim(g, n); });
+  return ForEachPiece(*h.entry, lba, blocks,
+                      [&](uint64_t g, uint64_t n, uint64_t) { return log_.Trim(g, n); });
 }
 
 Status Volumes::Flush(Handle&) { return log_.Flush(); }

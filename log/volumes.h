@@ -50,7 +50,7 @@ struct VolumeRecord {
 struct VolumeReport {
   std::string name;
   uint64_t size_blocks = 0;
-  ExtentCounters counters;  // summed over its extents
+  ExtentCounters counters;                                          // summed over its extents
   uint64_t reads = 0, writes = 0, read_bytes = 0, write_bytes = 0;  // requests since open
   int connections = 0;
 };

@@ -17,13 +17,16 @@ using namespace raid_format;  // NOLINT: this file implements that format
 
 namespace {
 constexpr uint32_t kNoBatch = UINT32_MAX;
-uint64_t BitmapSlotLba(uint32_t slot, uint32_t segments) { return 2 + uint64_t{slot} * BitmapBlocks(segments); }
+uint64_t BitmapSlotLba(uint32_t slot, uint32_t segments) {
+  return 2 + uint64_t{slot} * BitmapBlocks(segments);
+}
 uint64_t JournalLba(uint64_t seq, uint32_t segments) {
   return 2 + 2ull * BitmapBlocks(segments) + seq % kJournalBlocks;
 }
 // Whether `part` lies within `whole` (a device write's data within a row buffer).
 bool Inside(std::span<const std::byte> part, std::span<const std::byte> whole) {
-  return !whole.empty() && part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
+  return !whole.empty() && part.data() >= whole.data() &&
+         part.data() + part.size() <= whole.data() + whole.size();
 }
 }  // namespace
 
@@ -31,9 +34,9 @@ bool Inside(std::span<const std::byte> part, std::span<const std::byte> whole) {
 struct ElasticArray::PendingRow {
   uint32_t segment = 0, row = 0;
   SegmentScheme scheme = SegmentScheme::kFree;
-  uint64_t seq = 0;             // rows_detached_ when it was detached
-  uint32_t writable_mask = 0;   // devices that were writable then (the others are skipped)
-  AlignedBuffer buf;            // the row's blocks, read from here until the writes are done
+  uint64_t seq = 0;            // rows_detached_ when it was detached
+  uint32_t writable_mask = 0;  // devices that were writable then (the others are skipped)
+  AlignedBuffer buf;           // the row's blocks, read from here until the writes are done
   // Set by its writer: each write's device and outcome; then `written`, after which
   // reads go to the devices (the row stays listed until ApplyRowResultsLocked).
   std::vector<std::pair<uint32_t, Status>> results;
@@ -44,15 +47,15 @@ struct ElasticArray::Segment {
   SegmentEntry entry;
   bool open = false;
   uint32_t frontier = 0;
-  std::vector<uint32_t> crc;   // per written position
+  std::vector<uint32_t> crc;                        // per written position
   std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
   std::vector<bool> is_summary;
   uint32_t summaries = 0;  // true entries of is_summary (stats() asks every segment)
   // Open segments only.
-  AlignedBuffer row_buf;  // the current row; zero beyond the frontier
-  uint32_t row = 0;                // which row row_buf holds
-  uint32_t row_synced = 0;         // positions of that row already on disk (via a flush)
-  uint32_t batch_pos = kNoBatch;   // summary position of the open batch
+  AlignedBuffer row_buf;          // the current row; zero beyond the frontier
+  uint32_t row = 0;               // which row row_buf holds
+  uint32_t row_synced = 0;        // positions of that row already on disk (via a flush)
+  uint32_t batch_pos = kNoBatch;  // summary position of the open batch
   std::vector<SummaryEntry> batch;
   std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush
   // Full rows detached by Append whose writes are not known to be done (ApplyRowResultsLocked).
@@ -100,7 +103,8 @@ class ElasticArray::Io {
   void set_state(uint32_t d, DeviceState s) { stats_->devices[d].state = s; }
   bool writable(uint32_t d) const { return state(d) != DeviceState::kFailed; }
   bool readable(uint32_t d, uint32_t segment) const {
-    return state(d) == DeviceState::kOk || (state(d) == DeviceState::kRebuilding && segment < rebuild_cursor_);
+    return state(d) == DeviceState::kOk ||
+           (state(d) == DeviceState::kRebuilding && segment < rebuild_cursor_);
   }
   uint32_t failed_count() const {
     uint32_t n = 0;
@@ -138,7 +142,8 @@ class ElasticArray::Io {
     std::atomic<size_t> pending{0};
     for (size_t i = 0; i < writes.size(); ++i) {
       const DeviceWrite& w = writes[i];
-      changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));  // also when skipped: a re-add owes it
+      changes_->Mark(w.device, w.lba,
+                     BytesToBlocks(w.data.size()));  // also when skipped: a re-add owes it
       if (!writable(w.device)) continue;
       ++stats_->devices[w.device].writes;
       pending.fetch_add(1, std::memory_order_relaxed);
@@ -167,7 +172,8 @@ class ElasticArray::Io {
 
   void FlashAllocAll(uint64_t lba, uint64_t count_blocks) {
     for (uint32_t d = 0; d < count(); ++d) {
-      if (writable(d)) (void)devices_[d]->FlashAlloc(Lba(lba), count_blocks);  // a hint: unsupported is fine
+      if (writable(d))
+        (void)devices_[d]->FlashAlloc(Lba(lba), count_blocks);  // a hint: unsupported is fine
     }
   }
 
@@ -192,7 +198,8 @@ class ElasticArray::Io {
   // Flushes the given devices (null: skipped) without the array lock, beside threads
   // that hold it and poll the same devices (and so may run this call's completions);
   // device errors go to *errors. The device set cannot change meanwhile (set_device).
-  void FlushDevices(const std::vector<Backend*>& devices, std::vector<std::pair<uint32_t, Status>>* errors) {
+  void FlushDevices(const std::vector<Backend*>& devices,
+                    std::vector<std::pair<uint32_t, Status>>* errors) {
     std::shared_lock lock(device_set_mu_);
     auto state = std::make_shared<SharedOps>(devices.size());
     for (uint32_t d = 0; d < devices.size(); ++d) {
@@ -214,7 +221,8 @@ class ElasticArray::Io {
   // left to the caller (ApplyRowResultsLocked).
   // `packed` (or null): the records of the blocks of `base` (a row buffer), block i's at
   // packed's index i, for the writes whose data lies in `base`.
-  void WriteUnlocked(const std::vector<DeviceWrite>& writes, std::vector<std::pair<uint32_t, Status>>* results,
+  void WriteUnlocked(const std::vector<DeviceWrite>& writes,
+                     std::vector<std::pair<uint32_t, Status>>* results,
                      const std::shared_ptr<const PackedBlocks>& packed = nullptr,
                      std::span<const std::byte> base = {}) {
     std::shared_lock lock(device_set_mu_);
@@ -229,14 +237,16 @@ class ElasticArray::Io {
         track(std::move(s));
       };
       if (packed && Inside(w.data, base)) {
-        const auto first = static_cast<uint32_t>(BytesToBlocks(static_cast<uint64_t>(w.data.data() - base.data())));
+        const auto first = static_cast<uint32_t>(
+            BytesToBlocks(static_cast<uint64_t>(w.data.data() - base.data())));
         devices_[w.device]->SubmitWritePacked(Lba(w.lba), w.data, packed, first, std::move(done));
       } else {
         devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, std::move(done));
       }
     }
     WaitShared(used, state->pending);
-    for (size_t i = 0; i < writes.size(); ++i) results->emplace_back(writes[i].device, std::move(state->results[i]));
+    for (size_t i = 0; i < writes.size(); ++i)
+      results->emplace_back(writes[i].device, std::move(state->results[i]));
   }
 
   // The devices a flush goes to (FlushDevices): every writable one, null for the rest.
@@ -337,7 +347,8 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Create(std::vector<Backend*>
                                                            const ArrayOptions& options,
                                                            const Clock& clock) {
   if (devices.size() < kMinDevices || devices.size() > kMaxDevices) {
-    return Status::InvalidArgument("an array needs 3..16 devices, got " + std::to_string(devices.size()));
+    return Status::InvalidArgument("an array needs 3..16 devices, got " +
+                                   std::to_string(devices.size()));
   }
   uint64_t device_blocks = UINT64_MAX;
   for (Backend* d : devices) device_blocks = std::min(device_blocks, d->capacity_blocks());
@@ -346,7 +357,8 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Create(std::vector<Backend*>
                                       options.rows_per_slot, device_blocks));
   std::random_device rd;
   uint64_t id = (uint64_t{rd()} << 32) | rd();
-  auto array = std::unique_ptr<ElasticArray>(new ElasticArray(std::move(devices), g, id | 1, clock));
+  auto array =
+      std::unique_ptr<ElasticArray>(new ElasticArray(std::move(devices), g, id | 1, clock));
   std::lock_guard lock(array->mu_);
   // Clear the metadata areas and every segment so nothing of an earlier array remains.
   for (uint32_t d = 0; d < g.devices; ++d) {
@@ -414,7 +426,8 @@ Status ElasticArray::CheckpointBitmapLocked() {
 
 void ElasticArray::AddSegmentTrims(uint32_t segment, std::vector<DeviceTrim>* out) const {
   for (uint32_t d = 0; d < geometry_.devices; ++d) {
-    out->push_back({d, geometry_.SegmentStart(SegmentId(segment)), geometry_.segment_span_blocks()});
+    out->push_back(
+        {d, geometry_.SegmentStart(SegmentId(segment)), geometry_.segment_span_blocks()});
   }
 }
 
@@ -491,7 +504,8 @@ Status ElasticArray::JournalLocked(uint32_t segment, Durable when) {
   if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) {
     ++stats_.journal_ring_stalls;
     if (pending_checkpoint_seq_ != 0) FlushDevicesLocked();
-    if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks) ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+    if (journal_seq_ + 1 - checkpoint_seq_ >= kJournalBlocks)
+      ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
   } else if (pending_checkpoint_seq_ == 0 && journal_seq_ - checkpoint_seq_ >= kJournalBlocks / 2) {
     pending_checkpoint_seq_ = WriteCheckpointLocked();
   }
@@ -499,19 +513,23 @@ Status ElasticArray::JournalLocked(uint32_t segment, Durable when) {
   std::vector<std::byte> block(kBlockSize);
   EncodeJournal(r, block);
   std::vector<DeviceWrite> writes;
-  for (uint32_t d = 0; d < io_->count(); ++d) writes.push_back({d, JournalLba(r.seq, geometry_.segments), block});
+  for (uint32_t d = 0; d < io_->count(); ++d)
+    writes.push_back({d, JournalLba(r.seq, geometry_.segments), block});
   io_->Write(writes);
   journal_unflushed_ = true;
-  if (when == Durable::kNow) FlushDevicesLocked();  // the flip is durable before anything relies on it
+  if (when == Durable::kNow)
+    FlushDevicesLocked();  // the flip is durable before anything relies on it
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
 
 // ---------------------------------------------------------------- open / recovery
 
-Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> devices, const Clock& clock) {
+Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> devices,
+                                                         const Clock& clock) {
   if (devices.size() < kMinDevices || devices.size() > kMaxDevices) {
-    return Status::InvalidArgument("an array needs 3..16 devices, got " + std::to_string(devices.size()));
+    return Status::InvalidArgument("an array needs 3..16 devices, got " +
+                                   std::to_string(devices.size()));
   }
   // The newest valid superblock of each device; the newest of all defines the array.
   std::vector<std::optional<Superblock>> supers(devices.size());
@@ -545,13 +563,16 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
     }
     if (supers[d] && (!newest || supers[d]->generation > newest->generation)) newest = &*supers[d];
   }
-  if (!newest) return Status::Corruption("no device holds a valid array superblock" + (why.empty() ? "" : " (" + why + ")"));
+  if (!newest)
+    return Status::Corruption("no device holds a valid array superblock" +
+                              (why.empty() ? "" : " (" + why + ")"));
   const Superblock top = *newest;
   if (top.geometry.devices != devices.size()) {
     return Status::InvalidArgument("the array has " + std::to_string(top.geometry.devices) +
                                    " devices, " + std::to_string(devices.size()) + " were given");
   }
-  auto array = std::unique_ptr<ElasticArray>(new ElasticArray(devices, top.geometry, top.array_id, clock));
+  auto array =
+      std::unique_ptr<ElasticArray>(new ElasticArray(devices, top.geometry, top.array_id, clock));
   array->super_generation_ = top.generation;
   for (uint32_t d = 0; d < devices.size(); ++d) {
     array->io_->set_state(d, top.states[d]);
@@ -561,23 +582,27 @@ Result<std::unique_ptr<ElasticArray>> ElasticArray::Open(std::vector<Backend*> d
     if (top.states[d] != DeviceState::kOk) continue;
     if (supers[d]) array->joined_generation_[d] = supers[d]->generation;
     if (gone[d] && gone_count == 1 &&
-        std::count(top.states, top.states + devices.size(), DeviceState::kOk) == static_cast<long>(devices.size())) {
+        std::count(top.states, top.states + devices.size(), DeviceState::kOk) ==
+            static_cast<long>(devices.size())) {
       array->io_->Fail(d);  // recorded on the others by the first superblock write
       array->changes_->Invalidate(d);
       continue;
     }
     if (!supers[d]) {
-      return Status::Corruption("device " + std::to_string(d) + " has no valid superblock; fail and replace it");
+      return Status::Corruption("device " + std::to_string(d) +
+                                " has no valid superblock; fail and replace it");
     }
     if (supers[d]->array_id != top.array_id) {
       return Status::InvalidArgument("device " + std::to_string(d) + " belongs to another array");
     }
     if (supers[d]->device_index != d) {
-      return Status::InvalidArgument("device given at position " + std::to_string(d) + " is device " +
-                                     std::to_string(supers[d]->device_index) + " of the array");
+      return Status::InvalidArgument("device given at position " + std::to_string(d) +
+                                     " is device " + std::to_string(supers[d]->device_index) +
+                                     " of the array");
     }
     if (devices[d]->capacity_blocks() < top.geometry.device_blocks_needed()) {
-      return Status::InvalidArgument("device " + std::to_string(d) + " is smaller than the array needs");
+      return Status::InvalidArgument("device " + std::to_string(d) +
+                                     " is smaller than the array needs");
     }
     // Every round of superblock writes reaches every writable device before the next
     // starts, so a crash leaves healthy devices at most one generation apart. A device
@@ -629,7 +654,8 @@ Status ElasticArray::RecoverLocked() {
   }
   if (!found) return Status::Corruption("no valid bitmap checkpoint on any healthy device");
   journal_seq_ = checkpoint_seq_ = best_seq;
-  for (auto it = records.upper_bound(best_seq); it != records.end() && it->first == journal_seq_ + 1; ++it) {
+  for (auto it = records.upper_bound(best_seq);
+       it != records.end() && it->first == journal_seq_ + 1; ++it) {
     best[it->second.segment] = it->second.entry;
     journal_seq_ = it->first;
   }
@@ -639,7 +665,8 @@ Status ElasticArray::RecoverLocked() {
   std::vector<std::byte> zeros(kBlockSize);
   std::vector<DeviceWrite> clear;
   for (const RingSlot& r : ring) {
-    if (r.seq > journal_seq_) clear.push_back({r.device, 2 + 2ull * BitmapBlocks(nseg) + r.slot, zeros});
+    if (r.seq > journal_seq_)
+      clear.push_back({r.device, 2 + 2ull * BitmapBlocks(nseg) + r.slot, zeros});
   }
   if (!clear.empty()) {
     io_->Write(clear);
@@ -660,15 +687,17 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
   const SegmentId s(index);
   // A sealed segment's journalled frontier bounds its chain: bytes beyond it (a torn
   // batch that recovery once cut off) must never be adopted later.
-  const auto positions = seg.entry.sealed ? seg.entry.frontier
-                                          : static_cast<uint32_t>(geometry_.segment_positions());
+  const auto positions =
+      seg.entry.sealed ? seg.entry.frontier : static_cast<uint32_t>(geometry_.segment_positions());
   std::vector<std::byte> block(kBlockSize);
   uint32_t pos = 0;
   while (pos < positions) {
     Summary summary;
     auto is_summary = [&](std::span<const std::byte> b) {
       auto d = DecodeSummary(b);
-      if (!d.ok() || d->segment != index || d->generation != seg.entry.generation || d->position != pos) return false;
+      if (!d.ok() || d->segment != index || d->generation != seg.entry.generation ||
+          d->position != pos)
+        return false;
       summary = std::move(d).value();
       return true;
     };
@@ -681,7 +710,10 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
       std::vector<std::byte> data(kBlockSize);
       for (uint32_t i = 0; i < k && whole; ++i) {
         uint32_t want = summary.entries[i].crc;
-        whole = ReadVerifiedLocked(s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kNoRepair).ok();
+        whole = ReadVerifiedLocked(
+                    s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; },
+                    ReadMode::kNoRepair)
+                    .ok();
       }
     }
     if (!whole) break;
@@ -717,7 +749,8 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
   const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
   AlignedBuffer row(BlocksToBytes(rb)), scratch;
   for (uint32_t r = 0; r < rows; ++r) {
-    ReadRowLocked(s, r, &row, ReadMode::kRepair);  // a lost block is rewritten as zeros (counted as loss)
+    ReadRowLocked(s, r, &row,
+                  ReadMode::kRepair);  // a lost block is rewritten as zeros (counted as loss)
     std::vector<DeviceWrite> writes;
     scheme.RowWrites(geometry_, s, r, row, true, &scratch, &writes);
     io_->Write(writes);
@@ -727,8 +760,11 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
     std::vector<DeviceTrim> trims;
     const uint64_t unused = uint64_t{geometry_.rows_per_slot - rows} * geometry_.chunk_blocks;
     for (uint32_t d = 0; d < geometry_.devices; ++d) {
-      trims.push_back({d, geometry_.SegmentStart(s) + uint64_t{rows} * geometry_.chunk_blocks, unused});
-      trims.push_back({d, geometry_.SegmentStart(s) + uint64_t{geometry_.rows_per_slot + rows} * geometry_.chunk_blocks,
+      trims.push_back(
+          {d, geometry_.SegmentStart(s) + uint64_t{rows} * geometry_.chunk_blocks, unused});
+      trims.push_back({d,
+                       geometry_.SegmentStart(s) +
+                           uint64_t{geometry_.rows_per_slot + rows} * geometry_.chunk_blocks,
                        unused});
     }
     io_->Trim(trims);
@@ -736,7 +772,8 @@ Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
   FlushDevicesLocked();
   if (seg.entry.scheme == SegmentScheme::kRaid5) {
     std::vector<DeviceTrim> trims;
-    SchemeFor(SegmentScheme::kRaid10).RedundancyTrims(geometry_, s, &trims);  // the partial-row mirrors
+    SchemeFor(SegmentScheme::kRaid10)
+        .RedundancyTrims(geometry_, s, &trims);  // the partial-row mirrors
     io_->Trim(trims);
   }
   seg.entry.sealed = true;
@@ -764,14 +801,16 @@ Status ElasticArray::RecordOpenFrontiers() {
 // ---------------------------------------------------------------- segments
 
 Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
-  if (scheme == SegmentScheme::kFree) return Status::InvalidArgument("a segment opens as raid5 or raid10");
+  if (scheme == SegmentScheme::kFree)
+    return Status::InvalidArgument("a segment opens as raid5 or raid10");
   std::lock_guard lock(mu_);
   // A segment whose FREE record is not durable yet is taken only when no other is free,
   // and only after a flush: trimming it first could, at a crash, leave a sealed segment
   // with its blocks gone.
   uint32_t pick = UINT32_MAX;
   for (uint32_t i = 0; i < segments_.size() && pick == UINT32_MAX; ++i) {
-    if (segments_[i]->entry.scheme == SegmentScheme::kFree && !frees_awaiting_flush_.count(i)) pick = i;
+    if (segments_[i]->entry.scheme == SegmentScheme::kFree && !frees_awaiting_flush_.count(i))
+      pick = i;
   }
   if (pick == UINT32_MAX && !frees_awaiting_flush_.empty()) {
     pick = frees_awaiting_flush_.begin()->first;
@@ -805,7 +844,8 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
 }
 
 uint32_t ElasticArray::Remaining(SegmentId s) const {
-  std::shared_lock lock(mu_);  // asked before every append: it must not queue behind a conversion's reads
+  std::shared_lock lock(
+      mu_);  // asked before every append: it must not queue behind a conversion's reads
   const Segment& seg = *segments_.at(s.value);
   if (!seg.open) return 0;
   // Always keep a slot for a summary: any Flush() (including another segment's Seal)
@@ -827,8 +867,8 @@ Status ElasticArray::CloseBatchLocked(uint32_t index) {
   return Status::Ok();
 }
 
-Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
-                                      uint64_t tag_time) {
+Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> block,
+                                      uint64_t tag_lba, uint64_t tag_time) {
   if (block.size() != kBlockSize) return Status::InvalidArgument("append takes one 4 KiB block");
   Result<uint32_t> pos = Status::Ok();
   bool queued = false;
@@ -842,8 +882,8 @@ Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> bl
   return pos;
 }
 
-Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
-                                            uint64_t tag_time) {
+Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::byte> block,
+                                            uint64_t tag_lba, uint64_t tag_time) {
   if (s.value >= segments_.size() || !segments_[s.value]->open) {
     return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not open");
   }
@@ -862,7 +902,8 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
     if (row_full()) DetachRowLocked(s.value);  // the summary took the row's last slot
   }
   const uint32_t pos = seg.frontier++;
-  std::memcpy(seg.row_buf.data() + BlocksToBytes(pos - uint64_t{seg.row} * rb), block.data(), kBlockSize);
+  std::memcpy(seg.row_buf.data() + BlocksToBytes(pos - uint64_t{seg.row} * rb), block.data(),
+              kBlockSize);
   const uint32_t crc = Crc32c(block);
   seg.crc.push_back(crc);
   seg.tags.emplace_back(tag_lba, tag_time);
@@ -896,7 +937,8 @@ void ElasticArray::DetachRowLocked(uint32_t index, bool last) {
   } else {
     seg.row_buf = AlignedBuffer(BlocksToBytes(geometry_.row_blocks()));
   }
-  if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0) seg.rows_to_unmirror.push_back(seg.row);
+  if (seg.entry.scheme == SegmentScheme::kRaid5 && seg.row_synced > 0)
+    seg.rows_to_unmirror.push_back(seg.row);
   if (!last) {
     ++seg.row;
     seg.row_synced = 0;
@@ -911,14 +953,18 @@ void ElasticArray::DetachRowLocked(uint32_t index, bool last) {
 void ElasticArray::WriteRow(PendingRow& row) {
   AlignedBuffer scratch;
   std::vector<DeviceWrite> writes;
-  SchemeFor(row.scheme).RowWrites(geometry_, SegmentId(row.segment), row.row, row.buf, true, &scratch, &writes);
+  SchemeFor(row.scheme)
+      .RowWrites(geometry_, SegmentId(row.segment), row.row, row.buf, true, &scratch, &writes);
   for (const DeviceWrite& w : writes) changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
-  std::erase_if(writes, [&](const DeviceWrite& w) { return (row.writable_mask >> w.device & 1) == 0; });
+  std::erase_if(writes,
+                [&](const DeviceWrite& w) { return (row.writable_mask >> w.device & 1) == 0; });
   const std::span<const std::byte> base(row.buf.data(), row.buf.size());
-  io_->WriteUnlocked(writes, &row.results, row_codec_ ? PackRow(*row_codec_, base, writes) : nullptr, base);
+  io_->WriteUnlocked(writes, &row.results,
+                     row_codec_ ? PackRow(*row_codec_, base, writes) : nullptr, base);
 }
 
-std::shared_ptr<const PackedBlocks> ElasticArray::PackRow(const CodecConfig& codec, std::span<const std::byte> base,
+std::shared_ptr<const PackedBlocks> ElasticArray::PackRow(const CodecConfig& codec,
+                                                          std::span<const std::byte> base,
                                                           const std::vector<DeviceWrite>& writes) {
   // Every block of the row that some write stores (a RAID10 row's data: twice), once;
   // the parity, computed into a scratch buffer, is left to its drive.
@@ -1040,7 +1086,8 @@ Status ElasticArray::PrepareFlushLocked() {
     const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
     std::vector<DeviceWrite> writes;
     for (uint64_t pos = row_start + seg.row_synced; pos < seg.frontier; ++pos) {
-      std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+      std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start),
+                                      kBlockSize);
       Place p = geometry_.Primary(SegmentId(i), pos), m = geometry_.Mirror(SegmentId(i), pos);
       writes.push_back({p.device, p.lba, data});
       writes.push_back({m.device, m.lba, data});
@@ -1053,7 +1100,8 @@ Status ElasticArray::PrepareFlushLocked() {
     for (uint32_t row : seg.rows_to_unmirror) {
       for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
         Place m = geometry_.Mirror(SegmentId(i), geometry_.PositionOf(row, j, 0));
-        unmirror_awaiting_flush_[i].push_back({flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
+        unmirror_awaiting_flush_[i].push_back(
+            {flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
       }
     }
     seg.rows_to_unmirror.clear();
@@ -1111,20 +1159,23 @@ Status ElasticArray::SealLocked(SegmentId s) {
     // segment left there, so no redundancy computation ever meets a stale block. Like a
     // full row it is written outside the lock; whatever reads the segment from its
     // devices (a conversion, a scrub, a rebuild) or frees it waits for it first.
-    std::fill(seg.row_buf.begin() + BlocksToBytes(seg.frontier - row_start), seg.row_buf.end(), std::byte{0});
+    std::fill(seg.row_buf.begin() + BlocksToBytes(seg.frontier - row_start), seg.row_buf.end(),
+              std::byte{0});
     DetachRowLocked(s.value, /*last=*/true);
   }
   // Rows flushed part-full kept slot-2 copies; they go once the parity above is durable.
   for (uint32_t row : seg.rows_to_unmirror) {
     for (uint32_t j = 0; j < geometry_.data_devices(); ++j) {
       Place m = geometry_.Mirror(s, geometry_.PositionOf(row, j, 0));
-      unmirror_awaiting_flush_[s.value].push_back({flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
+      unmirror_awaiting_flush_[s.value].push_back(
+          {flush_epoch_, {m.device, m.lba, geometry_.chunk_blocks}});
     }
   }
   seg.rows_to_unmirror.clear();
   seg.open = false;
   // As many spares as there can be open segments (one per placement class, a few).
-  if (seg.row_buf.size() > 0 && spare_row_bufs_.size() < 16) spare_row_bufs_.push_back(std::move(seg.row_buf));
+  if (seg.row_buf.size() > 0 && spare_row_bufs_.size() < 16)
+    spare_row_bufs_.push_back(std::move(seg.row_buf));
   seg.row_buf = AlignedBuffer();
   // No flush here: the seal record is written after the next flush (of whatever cause)
   // has made the blocks durable, and is durable after the one following it. Until it is
@@ -1176,9 +1227,9 @@ Status ElasticArray::Free(SegmentId s) {
 
 // ---------------------------------------------------------------- reads
 
-Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
-                                        const std::function<bool(std::span<const std::byte>)>& valid,
-                                        ReadMode mode) {
+Status ElasticArray::ReadVerifiedLocked(
+    SegmentId s, uint32_t pos, std::span<std::byte> out,
+    const std::function<bool(std::span<const std::byte>)>& valid, ReadMode mode) {
   const bool count = mode != ReadMode::kProbe;
   Segment& seg = *segments_[s.value];
   if (const std::byte* b = UnwrittenBlockLocked(seg, pos)) {
@@ -1204,8 +1255,8 @@ Status ElasticArray::ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std
     return Status::Ok();
   }
   if (count) ++stats_.data_loss;
-  return Status::DataLoss("segment " + std::to_string(s.value) + " position " + std::to_string(pos) +
-                          ": no copy matches its CRC");
+  return Status::DataLoss("segment " + std::to_string(s.value) + " position " +
+                          std::to_string(pos) + ": no copy matches its CRC");
 }
 
 uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode) {
@@ -1217,7 +1268,9 @@ uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row
     const auto pos = static_cast<uint32_t>(r * rb + i);
     std::span<std::byte> out(row->data() + BlocksToBytes(i), kBlockSize);
     const uint32_t want = seg.crc[pos];
-    if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == want; }, mode).ok()) {
+    if (!ReadVerifiedLocked(
+             s, pos, out, [&](auto b) { return Crc32c(b) == want; }, mode)
+             .ok()) {
       std::fill(out.begin(), out.end(), std::byte{0});
       ++unreadable;
     }
@@ -1241,8 +1294,8 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
       return Status::Ok();
     }
     const Place p = geometry_.Primary(s, position);
-    if (io_->state(p.device) == DeviceState::kOk && io_->device(p.device)->Read(Lba(p.lba), out).ok() &&
-        Crc32c(out) == seg.crc[position]) {
+    if (io_->state(p.device) == DeviceState::kOk &&
+        io_->device(p.device)->Read(Lba(p.lba), out).ok() && Crc32c(out) == seg.crc[position]) {
       fast_reads_[p.device].fetch_add(1, std::memory_order_relaxed);
       return Status::Ok();
     }
@@ -1253,7 +1306,8 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
                                    std::to_string(position) + " was never written");
   }
   const uint32_t want = segments_[s.value]->crc[position];
-  Status st = ReadVerifiedLocked(s, position, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair);
+  Status st = ReadVerifiedLocked(
+      s, position, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair);
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return st;
 }
@@ -1309,7 +1363,8 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
     // The device states are taken before: a device that fails in that flush stops the
     // conversion (Busy) like one that fails during it.
     states = device_states();
-    if (unmirror_awaiting_flush_.count(s.value) || seals_awaiting_flush_.count(s.value)) FlushDevicesLocked();
+    if (unmirror_awaiting_flush_.count(s.value) || seals_awaiting_flush_.count(s.value))
+      FlushDevicesLocked();
     seg.converting = true;
     incarnation = seg.incarnation;
     rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
@@ -1318,8 +1373,10 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   // Under the lock: the segment is still the one being converted, and nothing moved.
   auto still = [&]() -> Status {
     if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
-    if (seg.incarnation != incarnation) return Status::InvalidArgument("segment was freed during the conversion");
-    if (device_states() != states) return Status::Busy("a device changed state during the conversion");
+    if (seg.incarnation != incarnation)
+      return Status::InvalidArgument("segment was freed during the conversion");
+    if (device_states() != states)
+      return Status::Busy("a device changed state during the conversion");
     return Status::Ok();
   };
   auto finish = [&](Status st) {  // under the lock; the flag is ours even if the segment was reborn
@@ -1350,7 +1407,8 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
   auto account = [&] {  // under the exclusive lock
     for (auto& [d, st] : errors) io_->Note(d, st);
     errors.clear();
-    for (uint32_t d = 0; d < io_->count(); ++d) io_->CountWrites(d, std::exchange(device_writes[d], 0));
+    for (uint32_t d = 0; d < io_->count(); ++d)
+      io_->CountWrites(d, std::exchange(device_writes[d], 0));
     stats_.conversion_bytes += std::exchange(written_bytes, 0);
   };
   auto unchanged = [&] {  // under the lock, shared or not; per block, so without allocating
@@ -1397,9 +1455,12 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
       account();
       if (Status st = still(); !st.ok()) return finish(st);
       const uint32_t want = seg.crc[pos];
-      if (!ReadVerifiedLocked(s, pos, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair).ok()) {
-        return finish(Status::DataLoss("convert: segment " + std::to_string(s.value) + " position " +
-                                       std::to_string(pos) + ": no copy matches its CRC"));
+      if (!ReadVerifiedLocked(
+               s, pos, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair)
+               .ok()) {
+        return finish(Status::DataLoss("convert: segment " + std::to_string(s.value) +
+                                       " position " + std::to_string(pos) +
+                                       ": no copy matches its CRC"));
       }
       ++i;
     }
@@ -1415,7 +1476,8 @@ Status ElasticArray::Convert(SegmentId s, SegmentScheme to) {
           // A write of the row's own blocks (a copy) carries their stored forms.
           std::span<const StoredBlock> forms;
           if (w.data.data() >= row.data() && w.data.data() < row.data() + row.size()) {
-            forms = std::span(stored).subspan(BytesToBlocks(w.data.data() - row.data()), BytesToBlocks(w.data.size()));
+            forms = std::span(stored).subspan(BytesToBlocks(w.data.data() - row.data()),
+                                              BytesToBlocks(w.data.size()));
           }
           Status st = io_->device(w.device)->WriteStored(Lba(w.lba), w.data, forms);
           changes_->Mark(w.device, w.lba, BytesToBlocks(w.data.size()));
@@ -1499,25 +1561,30 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
   {
     std::lock_guard lock(mu_);
     ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, fresh));
-    ERAID_RETURN_IF_ERROR(fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
+    ERAID_RETURN_IF_ERROR(
+        fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
   }
   return Rebuild(device, fresh, nullptr, rate_bytes_per_sec, progress, nullptr);
 }
 
-Result<ReAddReport> ElasticArray::ReAdd(uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec,
-                                        const std::function<void(const RebuildProgress&)>& progress) {
+Result<ReAddReport> ElasticArray::ReAdd(
+    uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec,
+    const std::function<void(const RebuildProgress&)>& progress) {
   std::vector<bool> owed;
   {
     std::lock_guard lock(mu_);
-    if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+    if (device >= io_->count())
+      return Status::InvalidArgument("no device " + std::to_string(device));
     if (io_->state(device) != DeviceState::kFailed) {
-      return Status::InvalidArgument("device " + std::to_string(device) + " is not failed: nothing to re-add");
+      return Status::InvalidArgument("device " + std::to_string(device) +
+                                     " is not failed: nothing to re-add");
     }
     ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, returning));
     if (!changes_->valid(device)) {
-      return Status::InvalidArgument("device " + std::to_string(device) +
-                                     " failed before the array was opened: what it lacks is not known; "
-                                     "bring it back with replace (a full rebuild)");
+      return Status::InvalidArgument(
+          "device " + std::to_string(device) +
+          " failed before the array was opened: what it lacks is not known; "
+          "bring it back with replace (a full rebuild)");
     }
     // Who it is: this array's device `device`, and not an image older than the drive that
     // last joined in that place (a drive replaced since, coming back, would lack all the
@@ -1531,15 +1598,17 @@ Result<ReAddReport> ElasticArray::ReAdd(uint32_t device, Backend* returning, uin
     }
     const std::string who = "the drive offered as device " + std::to_string(device);
     if (!sb) return Status::InvalidArgument(who + " holds no array superblock: use replace");
-    if (sb->array_id != array_id_) return Status::InvalidArgument(who + " belongs to another array: use replace");
+    if (sb->array_id != array_id_)
+      return Status::InvalidArgument(who + " belongs to another array: use replace");
     if (sb->device_index != device) {
       return Status::InvalidArgument(who + " is device " + std::to_string(sb->device_index) +
                                      " of this array: use replace");
     }
     if (sb->generation < joined_generation_[device] || sb->generation > super_generation_) {
-      return Status::InvalidArgument(who + " has superblock generation " + std::to_string(sb->generation) +
-                                     ", not one of the drive that left (" + std::to_string(joined_generation_[device]) +
-                                     ".." + std::to_string(super_generation_) + "): use replace");
+      return Status::InvalidArgument(
+          who + " has superblock generation " + std::to_string(sb->generation) +
+          ", not one of the drive that left (" + std::to_string(joined_generation_[device]) + ".." +
+          std::to_string(super_generation_) + "): use replace");
     }
     owed = changes_->Missing(device);
   }
@@ -1563,7 +1632,8 @@ Status ElasticArray::CheckRebuildLocked(uint32_t device, Backend* target) const 
 
 Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only,
                              uint64_t rate_bytes_per_sec,
-                             const std::function<void(const RebuildProgress&)>& progress, ReAddReport* report) {
+                             const std::function<void(const RebuildProgress&)>& progress,
+                             ReAddReport* report) {
   RebuildProgress prog;
   uint64_t start_ns = clock_.NowNanos();
   {
@@ -1601,7 +1671,8 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
         for (uint32_t r = 0; r < done_rows; ++r) {
           std::vector<DeviceWrite> writes;
           SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, zeros, true, &scratch, &writes);
-          for (const auto& w : writes) report->total_bytes += w.device == device ? w.data.size() : 0;
+          for (const auto& w : writes)
+            report->total_bytes += w.device == device ? w.data.size() : 0;
         }
         report->segments_total += 1;
       }
@@ -1616,8 +1687,8 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
         AlignedBuffer row(BlocksToBytes(rb)), scratch;
         for (uint32_t r = 0; r < done_rows; ++r) {
           if (ReadRowLocked(s, r, &row, ReadMode::kNoRepair) > 0) {
-            return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " + std::to_string(r) +
-                                    " cannot be reconstructed");
+            return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " +
+                                    std::to_string(r) + " cannot be reconstructed");
           }
           std::vector<DeviceWrite> writes, mine;
           SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch, &writes);
@@ -1631,7 +1702,8 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
           const uint64_t row_start = uint64_t{seg.row} * rb;
           std::vector<DeviceWrite> mine;
           for (uint64_t pos = row_start; pos < row_start + seg.row_synced; ++pos) {
-            std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start), kBlockSize);
+            std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start),
+                                            kBlockSize);
             for (Place p : {geometry_.Primary(s, pos), geometry_.Mirror(s, pos)}) {
               if (p.device == device) mine.push_back({p.device, p.lba, data});
             }
@@ -1679,15 +1751,18 @@ Result<ScrubReport> ElasticArray::Scrub() {
     AlignedBuffer row(BlocksToBytes(rb)), scratch;
     for (uint32_t r = 0; r < rows; ++r) {
       report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
-      if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0) continue;  // counted as unrepairable below
+      if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0)
+        continue;  // counted as unrepairable below
       BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
         return io_->ReadBlock(d, s.value, lba, b);
       };
       if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
-        ++(seg.entry.scheme == SegmentScheme::kRaid5 ? report.parity_mismatches : report.mirror_mismatches);
+        ++(seg.entry.scheme == SegmentScheme::kRaid5 ? report.parity_mismatches
+                                                     : report.mirror_mismatches);
         if (report.findings.size() < 16) {
-          report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) + ": " +
-                                    SchemeName(seg.entry.scheme) + " redundancy disagrees with the data");
+          report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) +
+                                    ": " + SchemeName(seg.entry.scheme) +
+                                    " redundancy disagrees with the data");
         }
         std::vector<DeviceWrite> writes;
         scheme.RowWrites(geometry_, s, r, row, false, &scratch, &writes);
@@ -1709,7 +1784,8 @@ Result<ScrubReport> ElasticArray::Scrub() {
 ArrayStats ElasticArray::stats() const {
   std::lock_guard lock(mu_);
   ArrayStats s = stats_;
-  for (uint32_t d = 0; d < s.devices.size(); ++d) s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
+  for (uint32_t d = 0; d < s.devices.size(); ++d)
+    s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
   s.row_writer_rows = row_writer_rows_.load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
@@ -1720,9 +1796,15 @@ ArrayStats ElasticArray::stats() const {
   for (const auto& [seg, t] : unmirror_awaiting_flush_) s.pending_unmirror_trims += t.size();
   for (const auto& seg : segments_) {
     switch (seg->entry.scheme) {
-      case SegmentScheme::kFree: ++s.free_segments; continue;
-      case SegmentScheme::kRaid5: ++(seg->open ? s.open_segments : s.raid5_segments); break;
-      case SegmentScheme::kRaid10: ++(seg->open ? s.open_segments : s.raid10_segments); break;
+      case SegmentScheme::kFree:
+        ++s.free_segments;
+        continue;
+      case SegmentScheme::kRaid5:
+        ++(seg->open ? s.open_segments : s.raid5_segments);
+        break;
+      case SegmentScheme::kRaid10:
+        ++(seg->open ? s.open_segments : s.raid10_segments);
+        break;
     }
     const uint64_t data = seg->is_summary.size() - seg->summaries;
     s.user_blocks += data;

@@ -28,24 +28,23 @@
 // the devices without it (docs/raid.md; segment-granular locking is future work).
 #pragma once
 
-#include <functional>
-#include <map>
-#include <set>
-#include <memory>
 #include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <thread>
-
-#include "common/rw_mutex.h"
 #include <vector>
 
 #include "common/aligned_buffer.h"
 #include "common/clock.h"
+#include "common/rw_mutex.h"
 #include "compress/backend.h"
 #include "raid/change_tracker.h"
 #include "raid/geometry.h"
@@ -58,9 +57,9 @@ using raid_format::DeviceState;
 using raid_format::SegmentScheme;
 
 struct ArrayOptions {
-  uint32_t chunk_blocks = 16;    // 64 KiB
-  uint32_t rows_per_slot = 16;   // a segment = 16 rows: 3 MiB of data with n = 3
-  bool flashalloc = true;        // call FlashAlloc on every device when a segment opens
+  uint32_t chunk_blocks = 16;   // 64 KiB
+  uint32_t rows_per_slot = 16;  // a segment = 16 rows: 3 MiB of data with n = 3
+  bool flashalloc = true;       // call FlashAlloc on every device when a segment opens
 };
 
 struct DeviceStats {
@@ -70,17 +69,18 @@ struct DeviceStats {
 
 struct ArrayStats {
   // Sealed segments by scheme; open ones (the log's, being filled) apart.
-  uint32_t segments = 0, free_segments = 0, raid5_segments = 0, raid10_segments = 0, open_segments = 0;
-  uint64_t user_blocks = 0;         // data positions written in non-free segments
+  uint32_t segments = 0, free_segments = 0, raid5_segments = 0, raid10_segments = 0,
+           open_segments = 0;
+  uint64_t user_blocks = 0;  // data positions written in non-free segments
   uint64_t raid10_user_blocks = 0;
-  uint64_t reconstructions = 0;     // reads answered from redundancy
-  uint64_t crc_mismatches = 0;      // reads whose first copy failed its CRC
-  uint64_t repairs = 0;             // blocks rewritten in place after a mismatch
-  uint64_t data_loss = 0;           // reads no copy of which matched
+  uint64_t reconstructions = 0;  // reads answered from redundancy
+  uint64_t crc_mismatches = 0;   // reads whose first copy failed its CRC
+  uint64_t repairs = 0;          // blocks rewritten in place after a mismatch
+  uint64_t data_loss = 0;        // reads no copy of which matched
   uint64_t conversions_to_raid10 = 0, conversions_to_raid5 = 0, conversion_bytes = 0;
   uint64_t mirrored_partial_blocks = 0;  // RAID5 blocks mirrored to make a flush durable
-  uint64_t packed_blocks = 0;       // blocks compressed here for the drives (set_row_codec)
-  uint64_t row_writer_rows = 0;     // full rows written by the row writer (StartRowWriter)
+  uint64_t packed_blocks = 0;            // blocks compressed here for the drives (set_row_codec)
+  uint64_t row_writer_rows = 0;          // full rows written by the row writer (StartRowWriter)
   // Times the journal ring was full and a record waited for a device flush and a
   // checkpoint under the exclusive lock (stalling every reader and writer).
   uint64_t journal_ring_stalls = 0;
@@ -88,16 +88,16 @@ struct ArrayStats {
   // makes the free durable (docs/raid.md).
   uint32_t untrimmed_free_segments = 0;
   uint64_t pending_unmirror_trims = 0;  // slot-2 copies waiting for a flush to be trimmed
-  bool degraded = false;            // some device failed or rebuilding
-  bool data_at_risk = false;        // more devices failed than redundancy covers
+  bool degraded = false;                // some device failed or rebuilding
+  bool data_at_risk = false;            // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;
 };
 
 struct SegmentInfo {
   SegmentScheme scheme = SegmentScheme::kFree;
   bool open = false, sealed = false;
-  uint32_t frontier = 0;        // positions written
-  uint64_t generation = 0;      // which allocation of the segment this is (raid format)
+  uint32_t frontier = 0;    // positions written
+  uint64_t generation = 0;  // which allocation of the segment this is (raid format)
   // From the drives, where they can tell (0 otherwise): compression of the data chunks
   // and of the parity chunks (RAID5) of this segment.
   double alpha_usr = 0, alpha_pty = 0;
@@ -227,7 +227,8 @@ class ElasticArray {
   // Replace and ReAdd: `target` becomes device `device` and is rebuilt segment by
   // segment — every segment, or those flagged in `only` (trimmed on it first).
   Status CheckRebuildLocked(uint32_t device, Backend* target) const;
-  Status Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only, uint64_t rate_bytes_per_sec,
+  Status Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only,
+                 uint64_t rate_bytes_per_sec,
                  const std::function<void(const RebuildProgress&)>& progress, ReAddReport* report);
   // A journal record of the segment's current entry. kNow flushes every device after it:
   // for a flip something relies on at once (a conversion, recovery). kAtNextFlush only
@@ -268,13 +269,15 @@ class ElasticArray {
   // count anything (kProbe).
   enum class ReadMode { kRepair, kNoRepair, kProbe };
   Status ReadVerifiedLocked(SegmentId s, uint32_t pos, std::span<std::byte> out,
-                            const std::function<bool(std::span<const std::byte>)>& valid, ReadMode mode);
+                            const std::function<bool(std::span<const std::byte>)>& valid,
+                            ReadMode mode);
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
   Status SealLocked(SegmentId s);
   Status FinishRecoveredSegmentLocked(SegmentId s);
-  Result<uint32_t> AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba, uint64_t tag_time);
+  Result<uint32_t> AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
+                                uint64_t tag_time);
 
   // Rows written outside the lock (Append). A full row's buffer moves from its segment to
   // a PendingRow, queued; whoever writes it does so without the array lock, and leaves
@@ -287,8 +290,9 @@ class ElasticArray {
   size_t WriteRowsHere();
   void RowWriterLoop();
   // The records of the blocks of `base` (a row) that `writes` store; the rest unpacked.
-  std::shared_ptr<const PackedBlocks> PackRow(const CodecConfig& codec, std::span<const std::byte> base,
-                                                     const std::vector<DeviceWrite>& writes);
+  std::shared_ptr<const PackedBlocks> PackRow(const CodecConfig& codec,
+                                              std::span<const std::byte> base,
+                                              const std::vector<DeviceWrite>& writes);
   // Writes the queued rows and waits for those other threads are writing, until every
   // row numbered up to `upto` is done. Needs no lock and may be called holding the array
   // lock (a row's writer never takes it).
@@ -306,7 +310,7 @@ class ElasticArray {
   // (a mismatch, a failed device, a repair) retries under the exclusive lock.
   mutable RwMutex mu_;
   std::array<std::atomic<uint64_t>, kMaxDevices> fast_reads_{};  // device reads of the fast path
-  ArrayStats stats_;  // before io_, which keeps the per-device part of it
+  ArrayStats stats_;                        // before io_, which keeps the per-device part of it
   std::unique_ptr<ChangeTracker> changes_;  // before io_, which marks what it writes
   std::unique_ptr<Io> io_;
   std::vector<std::unique_ptr<Segment>> segments_;
@@ -314,8 +318,8 @@ class ElasticArray {
   // The superblock generation at which each device last joined (was healthy at open, or
   // finished a rebuild): a drive re-added in its place must be at least that recent.
   std::array<uint64_t, kMaxDevices> joined_generation_{};
-  uint64_t journal_seq_ = 0;       // last journal record written
-  uint64_t checkpoint_seq_ = 0;    // journal seq the newest durable bitmap checkpoint covers
+  uint64_t journal_seq_ = 0;             // last journal record written
+  uint64_t checkpoint_seq_ = 0;          // journal seq the newest durable bitmap checkpoint covers
   uint64_t pending_checkpoint_seq_ = 0;  // a checkpoint written, durable at the next flush; 0: none
   uint32_t checkpoint_slot_ = 0;
   // Work that waits for the next flush of every device (FlushDevicesLocked).
@@ -334,7 +338,7 @@ class ElasticArray {
   // default, which malloc maps fresh and the kernel zeroes page by page (a page fault
   // each) every time a segment opened, 1.8% of a served array's CPU under random writes.
   std::vector<AlignedBuffer> spare_row_bufs_;
-  bool journal_unflushed_ = false;             // a kAtNextFlush record not yet flushed
+  bool journal_unflushed_ = false;  // a kAtNextFlush record not yet flushed
 
   // Rows written outside the lock. rows_detached_ numbers them (under mu_); the rest is
   // under rows_mu_ (taken after mu_, never before it).
@@ -343,10 +347,10 @@ class ElasticArray {
   std::atomic<uint64_t> packed_blocks_{0};  // ArrayStats::packed_blocks
   uint64_t rows_detached_ = 0;
   std::mutex rows_mu_;
-  std::condition_variable rows_cv_;  // a row finished
-  std::deque<std::shared_ptr<PendingRow>> queued_rows_;   // detached, nobody writing them yet
-  std::atomic<size_t> rows_queued_{0};                     // queued_rows_.size(), read without the mutex
-  std::set<uint64_t> rows_unfinished_;                     // detached, writes not all done
+  std::condition_variable rows_cv_;                      // a row finished
+  std::deque<std::shared_ptr<PendingRow>> queued_rows_;  // detached, nobody writing them yet
+  std::atomic<size_t> rows_queued_{0};  // queued_rows_.size(), read without the mutex
+  std::set<uint64_t> rows_unfinished_;  // detached, writes not all done
   std::vector<std::shared_ptr<PendingRow>> rows_finished_;  // done, not yet applied
   std::atomic<bool> rows_to_apply_{false};
   // The row writer (StartRowWriter), under rows_mu_ but for the flag read without it.

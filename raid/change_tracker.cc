@@ -4,7 +4,8 @@
 
 namespace eraid {
 
-ChangeTracker::ChangeTracker(const ArrayGeometry& g, uint32_t devices) : geometry_(g), devices_(devices) {
+ChangeTracker::ChangeTracker(const ArrayGeometry& g, uint32_t devices)
+    : geometry_(g), devices_(devices) {
   for (Device& d : devices_) d.marked.assign(g.segments, 0);
 }
 

@@ -6,9 +6,11 @@ namespace eraid {
 
 Status ArrayGeometry::Validate(uint64_t device_blocks) const {
   if (devices < kMinDevices || devices > kMaxDevices) {
-    return Status::InvalidArgument("devices must be 3..16 (n+1 with n >= 2), got " + std::to_string(devices));
+    return Status::InvalidArgument("devices must be 3..16 (n+1 with n >= 2), got " +
+                                   std::to_string(devices));
   }
-  if (chunk_blocks == 0 || chunk_blocks > kMaxChunkBlocks || (chunk_blocks & (chunk_blocks - 1)) != 0) {
+  if (chunk_blocks == 0 || chunk_blocks > kMaxChunkBlocks ||
+      (chunk_blocks & (chunk_blocks - 1)) != 0) {
     return Status::InvalidArgument("chunk must be a power of two from 4 KiB to 1 MiB");
   }
   if (rows_per_slot == 0) return Status::InvalidArgument("rows per slot must be positive");

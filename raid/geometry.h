@@ -44,8 +44,12 @@ struct ArrayGeometry {
   uint64_t segment_positions() const { return uint64_t{rows_per_slot} * row_blocks(); }
   // Blocks one segment spans on each device: 2R chunks.
   uint64_t segment_span_blocks() const { return 2ull * rows_per_slot * chunk_blocks; }
-  uint64_t SegmentStart(SegmentId s) const { return meta_blocks + uint64_t{s.value} * segment_span_blocks(); }
-  uint64_t device_blocks_needed() const { return meta_blocks + uint64_t{segments} * segment_span_blocks(); }
+  uint64_t SegmentStart(SegmentId s) const {
+    return meta_blocks + uint64_t{s.value} * segment_span_blocks();
+  }
+  uint64_t device_blocks_needed() const {
+    return meta_blocks + uint64_t{segments} * segment_span_blocks();
+  }
 
   uint32_t RowOf(uint64_t pos) const { return static_cast<uint32_t>(pos / row_blocks()); }
   uint32_t ParityDevice(SegmentId s, uint32_t row) const { return (s.value + row) % devices; }

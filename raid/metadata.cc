@@ -9,9 +9,12 @@ namespace eraid::raid_format {
 
 const char* SchemeName(SegmentScheme s) {
   switch (s) {
-    case SegmentScheme::kFree: return "free";
-    case SegmentScheme::kRaid5: return "raid5";
-    case SegmentScheme::kRaid10: return "raid10";
+    case SegmentScheme::kFree:
+      return "free";
+    case SegmentScheme::kRaid5:
+      return "raid5";
+    case SegmentScheme::kRaid10:
+      return "raid10";
   }
   return "?";
 }
@@ -64,7 +67,8 @@ Result<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
     sb.states[i] = static_cast<DeviceState>(s);
   }
   ERAID_RETURN_IF_ERROR(sb.geometry.Validate(sb.device_blocks).WithContext("superblock geometry"));
-  if (sb.device_index >= sb.geometry.devices) return Status::Corruption("device index out of range");
+  if (sb.device_index >= sb.geometry.devices)
+    return Status::Corruption("device index out of range");
   return sb;
 }
 
@@ -95,7 +99,8 @@ Result<uint64_t> DecodeBitmap(std::span<const std::byte> in, std::vector<Segment
   if (in.size() < kBlockSize) return Status::Corruption("bitmap shorter than its header block");
   Reader r(in);
   if (r.U64() != kBitmapMagic) return Status::Corruption("bad bitmap magic");
-  if (GetLe32(in.data() + 60) != Crc32c(in.data(), 60)) return Status::Corruption("bitmap header CRC");
+  if (GetLe32(in.data() + 60) != Crc32c(in.data(), 60))
+    return Status::Corruption("bitmap header CRC");
   if (r.U32() != kVersion) return Status::NotSupported("bitmap version");
   uint32_t n = r.U32();
   uint64_t seq = r.U64();
@@ -103,7 +108,8 @@ Result<uint64_t> DecodeBitmap(std::span<const std::byte> in, std::vector<Segment
   if (kBlockSize + uint64_t{n} * kBitmapEntryBytes > in.size() || n != entries->size()) {
     return Status::Corruption("bitmap size does not match the geometry");
   }
-  if (Crc32c(in.data() + kBlockSize, n * kBitmapEntryBytes) != crc) return Status::Corruption("bitmap CRC");
+  if (Crc32c(in.data() + kBlockSize, n * kBitmapEntryBytes) != crc)
+    return Status::Corruption("bitmap CRC");
   const std::byte* p = in.data() + kBlockSize;
   for (auto& e : *entries) {
     auto scheme = std::to_integer<uint8_t>(p[0]);
@@ -129,7 +135,8 @@ void EncodeJournal(const JournalRecord& r, std::span<std::byte> block) {
 
 Result<JournalRecord> DecodeJournal(std::span<const std::byte> block) {
   if (GetLe32(block.data()) != kJournalMagic) return Status::NotFound("no journal record");
-  if (GetLe32(block.data() + 32) != Crc32c(block.data(), 32)) return Status::Corruption("journal CRC");
+  if (GetLe32(block.data() + 32) != Crc32c(block.data(), 32))
+    return Status::Corruption("journal CRC");
   JournalRecord r;
   r.seq = GetLe64(block.data() + 4);
   r.segment = GetLe32(block.data() + 12);
@@ -164,7 +171,8 @@ Result<Summary> DecodeSummary(std::span<const std::byte> block) {
   std::byte copy[kBlockSize];
   std::memcpy(copy, block.data(), kBlockSize);
   PutLe32(copy + 28, 0);
-  if (Crc32c(copy, kBlockSize) != GetLe32(block.data() + 28)) return Status::Corruption("summary CRC");
+  if (Crc32c(copy, kBlockSize) != GetLe32(block.data() + 28))
+    return Status::Corruption("summary CRC");
   if (GetLe32(block.data() + 4) != kVersion) return Status::NotSupported("summary version");
   Summary s;
   s.segment = GetLe32(block.data() + 8);

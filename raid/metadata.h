@@ -31,7 +31,8 @@ inline constexpr uint32_t kBitmapEntryBytes = 16;
 inline constexpr uint32_t kSummaryHeaderBytes = 64;
 inline constexpr uint32_t kSummaryEntryBytes = 24;
 // Data blocks one summary block describes.
-inline constexpr uint32_t kSummaryCapacity = (kBlockSize - kSummaryHeaderBytes) / kSummaryEntryBytes;
+inline constexpr uint32_t kSummaryCapacity =
+    (kBlockSize - kSummaryHeaderBytes) / kSummaryEntryBytes;
 static_assert(kSummaryCapacity == 168);
 
 enum class SegmentScheme : uint8_t { kFree = 0, kRaid5 = 1, kRaid10 = 2 };

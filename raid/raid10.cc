@@ -11,8 +11,9 @@ class Raid10 final : public Scheme {
  public:
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid10; }
 
-  void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
-                 bool with_data, AlignedBuffer*, std::vector<DeviceWrite>* out) const override {
+  void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row,
+                 std::span<const std::byte> row_data, bool with_data, AlignedBuffer*,
+                 std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     for (uint32_t j = 0; j < g.data_devices(); ++j) {
       uint64_t pos = g.PositionOf(row, j, 0);
@@ -32,20 +33,23 @@ class Raid10 final : public Scheme {
     return read(m.device, m.lba, out) && check(out);
   }
 
-  void RedundancyTrims(const ArrayGeometry& g, SegmentId s, std::vector<DeviceTrim>* out) const override {
+  void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
+                       std::vector<DeviceTrim>* out) const override {
     for (uint32_t d = 0; d < g.devices; ++d) {
       out->push_back({d, g.SegmentStart(s) + uint64_t{g.rows_per_slot} * g.chunk_blocks,
                       uint64_t{g.rows_per_slot} * g.chunk_blocks});
     }
   }
 
-  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
+  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
+                        std::span<const std::byte> row_data,
                         const BlockReader& read) const override {
     std::vector<std::byte> copy(kBlockSize);
     for (uint64_t i = 0; i < g.row_blocks(); ++i) {
       Place m = g.Mirror(s, uint64_t{row} * g.row_blocks() + i);
       if (!read(m.device, m.lba, copy)) continue;
-      if (std::memcmp(copy.data(), row_data.data() + BlocksToBytes(i), kBlockSize) != 0) return false;
+      if (std::memcmp(copy.data(), row_data.data() + BlocksToBytes(i), kBlockSize) != 0)
+        return false;
     }
     return true;
   }

@@ -13,8 +13,8 @@ class Raid5 final : public Scheme {
  public:
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid5; }
 
-  void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
-                 bool with_data, AlignedBuffer* scratch,
+  void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row,
+                 std::span<const std::byte> row_data, bool with_data, AlignedBuffer* scratch,
                  std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     const uint32_t n = g.data_devices();
@@ -62,25 +62,29 @@ class Raid5 final : public Scheme {
     return read(m.device, m.lba, out) && check(out);
   }
 
-  void RedundancyTrims(const ArrayGeometry& g, SegmentId s, std::vector<DeviceTrim>* out) const override {
+  void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
+                       std::vector<DeviceTrim>* out) const override {
     for (uint32_t row = 0; row < g.rows_per_slot; ++row) {
       Place p = g.Parity(s, row, 0);
       out->push_back({p.device, p.lba, g.chunk_blocks});
     }
   }
 
-  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row, std::span<const std::byte> row_data,
+  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
+                        std::span<const std::byte> row_data,
                         const BlockReader& read) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     AlignedBuffer parity(chunk_bytes);
     std::vector<std::byte> stored(kBlockSize);
     std::vector<const std::byte*> srcs;
-    for (uint32_t j = 0; j < g.data_devices(); ++j) srcs.push_back(row_data.data() + j * chunk_bytes);
+    for (uint32_t j = 0; j < g.data_devices(); ++j)
+      srcs.push_back(row_data.data() + j * chunk_bytes);
     XorBlocks(srcs, parity.data(), chunk_bytes);
     for (uint64_t off = 0; off < g.chunk_blocks; ++off) {
       Place p = g.Parity(s, row, off);
       if (!read(p.device, p.lba, stored)) continue;  // parity device down: nothing to compare
-      if (std::memcmp(stored.data(), parity.data() + BlocksToBytes(off), kBlockSize) != 0) return false;
+      if (std::memcmp(stored.data(), parity.data() + BlocksToBytes(off), kBlockSize) != 0)
+        return false;
     }
     return true;
   }

@@ -61,7 +61,8 @@ class Scheme {
 
   // Verifies a row's redundancy against its (already verified) data; true if it agrees.
   virtual bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
-                                std::span<const std::byte> row_data, const BlockReader& read) const = 0;
+                                std::span<const std::byte> row_data,
+                                const BlockReader& read) const = 0;
 };
 
 const Scheme& SchemeFor(raid_format::SegmentScheme scheme);

@@ -17,7 +17,8 @@ SegmentHotness::SegmentHotness(uint32_t segments, const HotnessOptions& options,
       epoch_start_ns_(now_ns) {
   if (options_.epoch_ms == 0) options_.epoch_ms = 1;
   if (options_.cooldown_epochs == 0) {
-    options_.cooldown_epochs = static_cast<uint32_t>(std::max<uint64_t>(1, options_.half_life_ms / options_.epoch_ms));
+    options_.cooldown_epochs =
+        static_cast<uint32_t>(std::max<uint64_t>(1, options_.half_life_ms / options_.epoch_ms));
   }
   for (uint32_t s = 0; s < n_; ++s) {
     reads_[s].store(0, std::memory_order_relaxed);
@@ -27,12 +28,14 @@ SegmentHotness::SegmentHotness(uint32_t segments, const HotnessOptions& options,
   }
 }
 
-bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns, const std::function<SegmentNow(uint32_t)>& segment_now) {
+bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns,
+                                     const std::function<SegmentNow(uint32_t)>& segment_now) {
   const uint64_t epoch_ns = options_.epoch_ms * 1'000'000;
   if (now_ns < epoch_start_ns_ + epoch_ns || now_ns < next_check_ns_) return false;
   uint64_t accesses = 0;
   for (uint32_t s = 0; s < n_; ++s) {
-    accesses += reads_[s].load(std::memory_order_relaxed) + invalidations_[s].load(std::memory_order_relaxed);
+    accesses += reads_[s].load(std::memory_order_relaxed) +
+                invalidations_[s].load(std::memory_order_relaxed);
   }
   if (accesses < options_.min_epoch_accesses) {
     next_check_ns_ = now_ns + epoch_ns / 4;  // a nearly idle volume: keep counting
@@ -54,7 +57,9 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns, const std::function<Segmen
       score_[s] = 0;
       chance_[s] = 0;
     }
-    score_[s] = score_[s] * decay + float(kReadWeight * uint64_t(r) + kInvalidationWeight * uint64_t(v)) / float(kReadWeight);
+    score_[s] =
+        score_[s] * decay +
+        float(kReadWeight * uint64_t(r) + kInvalidationWeight * uint64_t(v)) / float(kReadWeight);
     reads_all += r;
     if (now.mirrored) reads_mirrored += r;
     // Stamps that have done their work are cleared, so none is old enough to wrap.

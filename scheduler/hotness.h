@@ -36,8 +36,8 @@
 namespace eraid {
 
 struct HotnessOptions {
-  uint64_t half_life_ms = 10'000;    // a score halves in this much (active) time
-  uint64_t epoch_ms = 1'000;         // shortest epoch
+  uint64_t half_life_ms = 10'000;      // a score halves in this much (active) time
+  uint64_t epoch_ms = 1'000;           // shortest epoch
   uint64_t min_epoch_accesses = 1024;  // an epoch closes only after this many accesses
   // No conversion back by hotness within this many epochs (0: a half-life's worth).
   uint32_t cooldown_epochs = 0;
@@ -87,7 +87,9 @@ class SegmentHotness {
   uint16_t Epoch16() const { return static_cast<uint16_t>(epoch_); }
   // A 16-bit stamp of the current epoch: 1 + epoch, as 0 means none (cleared long before
   // it could wrap), and the epochs since one.
-  uint16_t Stamp() const { return static_cast<uint16_t>(Epoch16() + 1) ? static_cast<uint16_t>(Epoch16() + 1) : 1; }
+  uint16_t Stamp() const {
+    return static_cast<uint16_t>(Epoch16() + 1) ? static_cast<uint16_t>(Epoch16() + 1) : 1;
+  }
   uint32_t Since(uint16_t stamp) const { return static_cast<uint16_t>(Stamp() - stamp); }
 
   uint32_t n_;

@@ -10,10 +10,14 @@ namespace eraid {
 
 const char* PolicyName(Policy p) {
   switch (p) {
-    case Policy::kElastic: return "elastic";
-    case Policy::kRaid5: return "raid5";
-    case Policy::kRaid10: return "raid10";
-    case Policy::kManual: return "manual";
+    case Policy::kElastic:
+      return "elastic";
+    case Policy::kRaid5:
+      return "raid5";
+    case Policy::kRaid10:
+      return "raid10";
+    case Policy::kManual:
+      return "manual";
   }
   return "?";
 }
@@ -23,13 +27,14 @@ Result<Policy> ParsePolicy(const std::string& name) {
   if (name == "raid5") return Policy::kRaid5;
   if (name == "raid10") return Policy::kRaid10;
   if (name == "manual") return Policy::kManual;
-  return Status::InvalidArgument("policy must be elastic, raid5, raid10 or manual, not '" + name + "'");
+  return Status::InvalidArgument("policy must be elastic, raid5, raid10 or manual, not '" + name +
+                                 "'");
 }
 
 PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>>& drives) {
   PhysicalUse u;
   for (const auto& d : drives) {
-    if (!d) continue;  // a drive that was never reached (tools/array_dir.cc)
+    if (!d) continue;                 // a drive that was never reached (tools/array_dir.cc)
     u.used_bytes += d->live_bytes();  // lock-free: asked in the volume's write path
     u.flash_bytes += d->usable_bytes();
   }
@@ -124,7 +129,8 @@ void Scheduler::Refill() {
   } else {
     tokens_ += double(now - last_refill_ns_) * double(rate) / 1e9;
     // Bursts are bounded by a tenth of a second's worth (or one segment, if larger).
-    const double cap = std::max(double(rate) / 10, double(BlocksToBytes(array_.geometry().segment_positions())));
+    const double cap =
+        std::max(double(rate) / 10, double(BlocksToBytes(array_.geometry().segment_positions())));
     tokens_ = std::min(tokens_, cap);
   }
   last_refill_ns_ = now;
@@ -134,8 +140,8 @@ SegmentInfo Scheduler::InfoLocked(SegmentId s, uint64_t devices) {
   if (info_cache_.size() <= s.value) info_cache_.resize(array_.geometry().segments);
   CachedInfo& c = info_cache_[s.value];
   const SegmentInfo now = array_.segment_info(s, /*usage=*/false);
-  if (!now.sealed || now.generation != c.generation || now.scheme != c.scheme || devices != c.devices ||
-      !c.info.sealed) {
+  if (!now.sealed || now.generation != c.generation || now.scheme != c.scheme ||
+      devices != c.devices || !c.info.sealed) {
     c = CachedInfo{now.generation, now.scheme, devices, array_.segment_info(s)};
   }
   return c.info;
@@ -184,8 +190,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     Seen seen{s, info, score, score / double(info.frontier), data_phys, delta, bytes};
     if (info.scheme == SegmentScheme::kRaid5) {
       // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
-      if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual && info.alpha_usr > 0 && info.alpha_pty > 0 &&
-          info.alpha_usr >= n * info.alpha_pty) {
+      if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual &&
+          info.alpha_usr > 0 && info.alpha_pty > 0 && info.alpha_usr >= n * info.alpha_pty) {
         return Candidate{s, SegmentScheme::kRaid10, bytes, true};
       }
       raid5.push_back(seen);
@@ -197,7 +203,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     case Policy::kManual:
       return std::nullopt;
     case Policy::kRaid5:
-      if (!raid10.empty()) return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+      if (!raid10.empty())
+        return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
       return std::nullopt;
     case Policy::kRaid10:
       for (const Seen& c : raid5) {
@@ -218,7 +225,8 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   // Over budget: RAID10 segments go back to RAID5, least dense first (space comes before
   // cooldowns and second chances).
   if (used > budget) {
-    if (!raid10.empty()) return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+    if (!raid10.empty())
+      return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
     return std::nullopt;
   }
   // Under budget: RAID5 segments that were accessed at all become RAID10, densest first,
@@ -232,14 +240,21 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   for (const Seen& c : raid5) {
     if (c.score < kIdleScore) break;  // the rest are idle
     if (hot_.InCooldown(c.s.value)) continue;
-    if (used + c.delta <= kFitShare * budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+    if (used + c.delta <= kFitShare * budget)
+      return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
     while (victim < raid10.size() && hot_.InCooldown(raid10[victim].s.value)) ++victim;
-    if (victim == raid10.size() || !WorthASwap(c.density, raid10[victim].density, double(c.info.frontier))) break;
+    if (victim == raid10.size() ||
+        !WorthASwap(c.density, raid10[victim].density, double(c.info.frontier)))
+      break;
     const Seen& v = raid10[victim++];
     switch (hot_.OfferDemotion(v.s.value)) {
-      case SegmentHotness::Offer::kDemote: return Candidate{v.s, SegmentScheme::kRaid5, v.bytes, false, true};
-      case SegmentHotness::Offer::kMarked: ++stats_.second_chances; [[fallthrough]];
-      case SegmentHotness::Offer::kWaiting: waiting = true;
+      case SegmentHotness::Offer::kDemote:
+        return Candidate{v.s, SegmentScheme::kRaid5, v.bytes, false, true};
+      case SegmentHotness::Offer::kMarked:
+        ++stats_.second_chances;
+        [[fallthrough]];
+      case SegmentHotness::Offer::kWaiting:
+        waiting = true;
     }
   }
   if (waiting) return std::nullopt;  // the room is promised to the swaps
@@ -341,7 +356,8 @@ void Scheduler::Start() {
         }
         if (wait_ms > 0) {
           std::unique_lock lock(wake_mu_);
-          wake_cv_.wait_for(lock, std::chrono::duration<double, std::milli>(wait_ms), [&] { return stop_.load(); });
+          wake_cv_.wait_for(lock, std::chrono::duration<double, std::milli>(wait_ms),
+                            [&] { return stop_.load(); });
         }
       }
     });

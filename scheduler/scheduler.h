@@ -60,7 +60,7 @@ struct SchedulerOptions {
   double gc_skip_gp = 0.5;          // segments with at least this garbage proportion are GC's
   HotnessOptions hotness;           // the window and epochs of the hotness measure
   uint32_t max_conversions_per_step = 8;
-  uint64_t idle_sleep_ms = 50;      // background: pause when a step found nothing to do
+  uint64_t idle_sleep_ms = 50;  // background: pause when a step found nothing to do
 };
 
 // Physical bytes in use and available on the drives (the budget's base).
@@ -74,18 +74,18 @@ PhysicalUse DrivesPhysicalUse(const std::vector<std::unique_ptr<CompressedDrive>
 
 struct SchedulerStats {
   uint64_t steps = 0;
-  uint64_t to_raid10 = 0, to_raid5 = 0;   // conversions this scheduler made
-  uint64_t autonomous = 0;                // of to_raid10: free by the autonomous rule
-  uint64_t bytes_moved = 0;               // user bytes of the converted segments
-  uint64_t skipped_for_gc = 0;            // candidates left to GC
+  uint64_t to_raid10 = 0, to_raid5 = 0;  // conversions this scheduler made
+  uint64_t autonomous = 0;               // of to_raid10: free by the autonomous rule
+  uint64_t bytes_moved = 0;              // user bytes of the converted segments
+  uint64_t skipped_for_gc = 0;           // candidates left to GC
   uint64_t born_raid10 = 0, born_raid5 = 0;
-  uint64_t swaps = 0;                     // of to_raid5: demoted to make room for a denser one
-  uint64_t second_chances = 0;            // demotions deferred by a segment's second chance
-  uint64_t degraded_steps = 0;            // steps that converted nothing: a device was not healthy
-  uint32_t epochs = 0;                    // hotness epochs closed
-  double hot_read_coverage = -1;          // share of the last epoch's reads on RAID10 (-1: none yet)
+  uint64_t swaps = 0;             // of to_raid5: demoted to make room for a denser one
+  uint64_t second_chances = 0;    // demotions deferred by a segment's second chance
+  uint64_t degraded_steps = 0;    // steps that converted nothing: a device was not healthy
+  uint32_t epochs = 0;            // hotness epochs closed
+  double hot_read_coverage = -1;  // share of the last epoch's reads on RAID10 (-1: none yet)
   uint64_t last_epoch_reads = 0;
-  double budget_use = 0;                  // physical use / (β · flash), last seen
+  double budget_use = 0;  // physical use / (β · flash), last seen
   uint64_t throttle_bytes_per_sec = 0;
 };
 
@@ -142,7 +142,7 @@ class Scheduler final : public VolumeListener {
   SegmentHotness hot_;
 
   mutable std::mutex decide_mu_;
-  std::vector<bool> busy_;       // segments a worker is converting now
+  std::vector<bool> busy_;         // segments a worker is converting now
   std::vector<bool> free_mirror_;  // made RAID10 by the autonomous rule: never demoted for space
   // What the drives said of each sealed segment (compression, physical bytes), kept while
   // the segment is the same allocation in the same scheme and no device changed state:
@@ -155,7 +155,7 @@ class Scheduler final : public VolumeListener {
   };
   std::vector<CachedInfo> info_cache_;
   SegmentInfo InfoLocked(SegmentId s, uint64_t devices);
-  double tokens_ = 0;            // bytes the throttle lets through now (may go negative)
+  double tokens_ = 0;  // bytes the throttle lets through now (may go negative)
   uint64_t last_refill_ns_ = 0;
   SchedulerStats stats_;
 

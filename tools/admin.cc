@@ -41,7 +41,8 @@ class Json {
   Json& Null(const std::string& k) { return Raw(k, "null"); }
   Json& Ints(const std::string& k, const std::vector<uint32_t>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) {  // (not `(i ? "," : "") + ...`: GCC 12's -Wrestrict at -O3)
+    for (size_t i = 0; i < v.size();
+         ++i) {  // (not `(i ? "," : "") + ...`: GCC 12's -Wrestrict at -O3)
       if (i) s += ',';
       s += std::to_string(v[i]);
     }
@@ -83,9 +84,12 @@ class Json {
 
 const char* StateName(DeviceState s) {
   switch (s) {
-    case DeviceState::kOk: return "ok";
-    case DeviceState::kFailed: return "failed";
-    case DeviceState::kRebuilding: return "rebuilding";
+    case DeviceState::kOk:
+      return "ok";
+    case DeviceState::kFailed:
+      return "failed";
+    case DeviceState::kRebuilding:
+      return "rebuilding";
   }
   return "?";
 }
@@ -130,7 +134,8 @@ Json VolumeJson(const VolumeReport& r) {
       .Int("written_bytes", BlocksToBytes(c.user_blocks))
       .Int("valid_bytes", BlocksToBytes(c.valid_blocks))
       .Int("trimmed_bytes", BlocksToBytes(c.trimmed_blocks))
-      .Num("wa", Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)), double(BlocksToBytes(c.user_blocks))))
+      .Num("wa", Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)),
+                    double(BlocksToBytes(c.user_blocks))))
       .Int("read_requests", r.reads)
       .Int("write_requests", r.writes)
       .Int("connections", uint64_t(r.connections));
@@ -138,15 +143,19 @@ Json VolumeJson(const VolumeReport& r) {
 
 std::string VolumeLine(const VolumeReport& r) {
   const ExtentCounters& c = r.counters;
-  return "  " + r.name + "  " + Mib(BlocksToBytes(r.size_blocks)) + ", " + Mib(BlocksToBytes(c.valid_blocks)) +
-         " valid, " + Mib(BlocksToBytes(c.user_blocks)) + " written, WA " +
-         Fixed(Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)), double(BlocksToBytes(c.user_blocks)))) + ", " +
-         std::to_string(r.reads) + " reads, " + std::to_string(r.writes) + " writes, " + std::to_string(r.connections) +
-         " connections\n";
+  return "  " + r.name + "  " + Mib(BlocksToBytes(r.size_blocks)) + ", " +
+         Mib(BlocksToBytes(c.valid_blocks)) + " valid, " + Mib(BlocksToBytes(c.user_blocks)) +
+         " written, WA " +
+         Fixed(Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)),
+                  double(BlocksToBytes(c.user_blocks)))) +
+         ", " + std::to_string(r.reads) + " reads, " + std::to_string(r.writes) + " writes, " +
+         std::to_string(r.connections) + " connections\n";
 }
 
 // A drive's flash as shown: a remote one's URI without secrets.
-std::string Shown(const std::string& path) { return NbdBackend::IsUri(path) ? NbdBackend::Redact(path) : path; }
+std::string Shown(const std::string& path) {
+  return NbdBackend::IsUri(path) ? NbdBackend::Redact(path) : path;
+}
 
 AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   const ArrayStats as = a.array().stats();
@@ -169,47 +178,65 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
     std::string link_text;
     if (d < links.size() && links[d]) {
       const NbdLinkStats& l = *links[d];
-      link.Str("uri", l.uri).Str("state", l.state).Str("error", l.error).Int("requests", l.requests)
-          .Int("timeouts", l.timeouts).Int("latency_p50_us", l.p50_us).Int("latency_p99_us", l.p99_us)
-          .Int("abandoned_writes", l.abandoned).Bool("draining", l.draining)
-          .Int("lane_reads", l.lane_reads).Int("lanes", l.lanes);
-      link_text = "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
-                  std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
-                  (l.lanes > 0 ? "  (" + std::to_string(l.lane_reads) + " reads on " + std::to_string(l.lanes) + " lanes)" : "") +
-                  (l.error.empty() ? "" : "  (" + l.error + ")") +
-                  (l.draining ? "  " + std::to_string(l.abandoned) + " abandoned writes may still land" : "") + "\n";
+      link.Str("uri", l.uri)
+          .Str("state", l.state)
+          .Str("error", l.error)
+          .Int("requests", l.requests)
+          .Int("timeouts", l.timeouts)
+          .Int("latency_p50_us", l.p50_us)
+          .Int("latency_p99_us", l.p99_us)
+          .Int("abandoned_writes", l.abandoned)
+          .Bool("draining", l.draining)
+          .Int("lane_reads", l.lane_reads)
+          .Int("lanes", l.lanes);
+      link_text =
+          "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
+          std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
+          (l.lanes > 0 ? "  (" + std::to_string(l.lane_reads) + " reads on " +
+                             std::to_string(l.lanes) + " lanes)"
+                       : "") +
+          (l.error.empty() ? "" : "  (" + l.error + ")") +
+          (l.draining ? "  " + std::to_string(l.abandoned) + " abandoned writes may still land"
+                      : "") +
+          "\n";
     }
-    Json dev = Json()
-                          .Int("index", d)
-                          .Str("path", Shown(a.device_path(d)))
-                          .Str("state", StateName(st.state))
-                          .Int("reads", st.reads)
-                          .Int("writes", st.writes)
-                          .Int("errors", st.errors)
-                          .Int("physical_bytes", ds.live_bytes)
-                          .Int("flash_bytes", ds.usable_bytes)
-                          .Num("compression", ds.compression_ratio())
-                          .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)));
+    Json dev =
+        Json()
+            .Int("index", d)
+            .Str("path", Shown(a.device_path(d)))
+            .Str("state", StateName(st.state))
+            .Int("reads", st.reads)
+            .Int("writes", st.writes)
+            .Int("errors", st.errors)
+            .Int("physical_bytes", ds.live_bytes)
+            .Int("flash_bytes", ds.usable_bytes)
+            .Num("compression", ds.compression_ratio())
+            .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)));
     if (d < links.size() && links[d]) dev.Obj("link", link);
     devices.push_back(dev);
-    dev_text += "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
-                " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
-                "  WAF " + Fixed(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))) + "  errors " + std::to_string(st.errors) + "  " +
-                Shown(a.device_path(d)) + "\n" + link_text;
+    dev_text +=
+        "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
+        " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
+        "  WAF " + Fixed(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))) +
+        "  errors " + std::to_string(st.errors) + "  " + Shown(a.device_path(d)) + "\n" + link_text;
   }
-  const std::string health = as.data_at_risk ? "data-at-risk"
+  const std::string health = as.data_at_risk                ? "data-at-risk"
                              : state.rebuilding_device >= 0 ? "rebuilding"
-                             : as.degraded                 ? "degraded"
-                                                           : "ok";
+                             : as.degraded                  ? "degraded"
+                                                            : "ok";
   const EngineStats& es = vs.engine;
   // WA over the array's life (DIR/eraid.stats) and since this open.
   const LifetimeCounters life = a.Lifetime();
-  const double log_wa = Wa(double(life.user_written_bytes + life.gc_written_bytes), double(life.user_written_bytes));
-  const double raid_wa = Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes));
+  const double log_wa =
+      Wa(double(life.user_written_bytes + life.gc_written_bytes), double(life.user_written_bytes));
+  const double raid_wa =
+      Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes));
   const double dev_waf = Wa(double(life.flash_written_bytes), double(life.device_stored_bytes));
   const double total_wa = log_wa * raid_wa * dev_waf;  // NaN if any is
-  const double open_log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)), double(BlocksToBytes(es.user_blocks)));
-  const double open_raid_wa = Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
+  const double open_log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)),
+                                double(BlocksToBytes(es.user_blocks)));
+  const double open_raid_wa =
+      Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
   const double open_dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
   Json counters;
   ForEachCounter(life, [&](const char* name, uint64_t v) { counters.Int(name, v); });
@@ -217,7 +244,8 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   if (!a.counters_note().empty()) counters.Str("note", a.counters_note());
   const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
   const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
-  const double compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
+  const double compression =
+      Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
   Json j;
   j.Str("health", health)
       .Int("io_timeout_ms", a.io_timeout_ms())
@@ -238,7 +266,11 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                            .Int("open", as.open_segments)
                            .Int("untrimmed_free", as.untrimmed_free_segments)
                            .Int("unmirror_trims", as.pending_unmirror_trims))
-      .Obj("wa", Json().Num("log", log_wa).Num("raid", raid_wa).Num("device", dev_waf).Num("total", total_wa))
+      .Obj("wa", Json()
+                     .Num("log", log_wa)
+                     .Num("raid", raid_wa)
+                     .Num("device", dev_waf)
+                     .Num("total", total_wa))
       .Obj("wa_since_open", Json()
                                 .Num("log", open_log_wa)
                                 .Num("raid", open_raid_wa)
@@ -266,22 +298,36 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
   j.Arr("volumes", vol_json);
   const SchedulerOptions& so = a.scheduler_options();
   const PhysicalUse use = a.Physical();
-  const double budget_use = so.beta > 0 && use.flash_bytes ? double(use.used_bytes) / (so.beta * double(use.flash_bytes)) : 0;
+  const double budget_use = so.beta > 0 && use.flash_bytes
+                                ? double(use.used_bytes) / (so.beta * double(use.flash_bytes))
+                                : 0;
   Json sched;
-  sched.Str("policy", PolicyName(so.policy)).Num("beta", so.beta).Num("budget_use", budget_use)
-      .Int("throttle_bytes_per_sec", so.rate_bytes_per_sec).Bool("running", a.scheduler() != nullptr);
-  std::string sched_text = "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
-                           " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
-                           (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
+  sched.Str("policy", PolicyName(so.policy))
+      .Num("beta", so.beta)
+      .Num("budget_use", budget_use)
+      .Int("throttle_bytes_per_sec", so.rate_bytes_per_sec)
+      .Bool("running", a.scheduler() != nullptr);
+  std::string sched_text =
+      "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
+      " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
+      (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
   std::string hot_text;
   if (Scheduler* sc = a.scheduler()) {
     const SchedulerStats ss = sc->stats();
-    sched.Int("to_raid10", ss.to_raid10).Int("to_raid5", ss.to_raid5).Int("autonomous", ss.autonomous)
-        .Int("swaps", ss.swaps).Int("second_chances", ss.second_chances).Int("degraded_steps", ss.degraded_steps)
-        .Int("epochs", ss.epochs).Int("bytes_moved", ss.bytes_moved).Int("born_raid10", ss.born_raid10)
-        .Int("born_raid5", ss.born_raid5).Num("hot_half_life_s", double(so.hotness.half_life_ms) / 1000);
-    sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" + std::to_string(ss.autonomous) +
-                  " free), " + std::to_string(ss.to_raid5) + " to RAID5, " + Mib(ss.bytes_moved) + " moved";
+    sched.Int("to_raid10", ss.to_raid10)
+        .Int("to_raid5", ss.to_raid5)
+        .Int("autonomous", ss.autonomous)
+        .Int("swaps", ss.swaps)
+        .Int("second_chances", ss.second_chances)
+        .Int("degraded_steps", ss.degraded_steps)
+        .Int("epochs", ss.epochs)
+        .Int("bytes_moved", ss.bytes_moved)
+        .Int("born_raid10", ss.born_raid10)
+        .Int("born_raid5", ss.born_raid5)
+        .Num("hot_half_life_s", double(so.hotness.half_life_ms) / 1000);
+    sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" +
+                  std::to_string(ss.autonomous) + " free), " + std::to_string(ss.to_raid5) +
+                  " to RAID5, " + Mib(ss.bytes_moved) + " moved";
     if (as.degraded) sched_text += "; paused while degraded";
     // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
     if (ss.hot_read_coverage >= 0) {
@@ -303,34 +349,38 @@ AdminReply Status_(ArrayDir& a, AdminState& state, bool json) {
                          .Int("segments_done", state.rebuild_done)
                          .Int("segments_total", state.rebuild_total)
                          .Int("bytes", state.rebuild_bytes));
-    rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) + ", segment " +
-                   std::to_string(state.rebuild_done.load()) + " of " + std::to_string(state.rebuild_total.load()) +
-                   "\n";
+    rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) +
+                   ", segment " + std::to_string(state.rebuild_done.load()) + " of " +
+                   std::to_string(state.rebuild_total.load()) + "\n";
   }
   if (json) return {0, j.str() + "\n"};
   std::string t;
   t += "health:      " + health + "\n";
-  t += "capacity:    " + Mib(BlocksToBytes(vs.capacity_blocks)) + " (" + Mib(BlocksToBytes(es.valid_blocks)) +
-       " written)\n";
+  t += "capacity:    " + Mib(BlocksToBytes(vs.capacity_blocks)) + " (" +
+       Mib(BlocksToBytes(es.valid_blocks)) + " written)\n";
   t += "physical:    " + Mib(sum.live_bytes) + " of " + Mib(sum.usable_bytes) + " flash (" +
        Fixed(100 * physical, 1) + "%)\n";
   t += "compression: " + Fixed(compression, 2) + ":1\n";
   t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data" + hot_text + "; segments " +
-       std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) + " RAID10, " +
-       std::to_string(as.open_segments) + " open, " + std::to_string(as.free_segments) + " free of " +
-       std::to_string(as.segments) + "\n";
+       std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) +
+       " RAID10, " + std::to_string(as.open_segments) + " open, " +
+       std::to_string(as.free_segments) + " free of " + std::to_string(as.segments) + "\n";
   char since[32] = "?";
   const time_t since_t = static_cast<time_t>(life.since_unix);
   struct tm tm_utc;
-  if (gmtime_r(&since_t, &tm_utc)) std::strftime(since, sizeof(since), "%Y-%m-%d %H:%M UTC", &tm_utc);
-  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " + Fixed(dev_waf) + " since " +
-       since + " (" + std::to_string(life.opens) + " opens); this open: log " + Fixed(open_log_wa) + ", RAID " +
-       Fixed(open_raid_wa) + ", device " + Fixed(open_dev_waf) + " (- under 1 MiB written)\n";
+  if (gmtime_r(&since_t, &tm_utc))
+    std::strftime(since, sizeof(since), "%Y-%m-%d %H:%M UTC", &tm_utc);
+  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " +
+       Fixed(dev_waf) + " since " + since + " (" + std::to_string(life.opens) +
+       " opens); this open: log " + Fixed(open_log_wa) + ", RAID " + Fixed(open_raid_wa) +
+       ", device " + Fixed(open_dev_waf) + " (- under 1 MiB written)\n";
   if (!a.counters_note().empty()) t += "             (" + a.counters_note() + ")\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
-       std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) + " moved\n";
-  t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " + std::to_string(as.crc_mismatches) +
-       " CRC mismatches, " + std::to_string(as.repairs) + " repaired, " + std::to_string(as.data_loss) + " lost\n";
+       std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) +
+       " moved\n";
+  t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " +
+       std::to_string(as.crc_mismatches) + " CRC mismatches, " + std::to_string(as.repairs) +
+       " repaired, " + std::to_string(as.data_loss) + " lost\n";
   t += sched_text + "\n" + rebuild_text + "volumes:\n" + vol_text + "devices:\n" + dev_text;
   return {0, t};
 }
@@ -370,16 +420,20 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
       heat = Fixed(h.density, 3);
     }
     segs.push_back(seg);
-    seg_text += "  " + std::to_string(i) + "\t" + raid_format::SchemeName(si.scheme) + "\t" + st + "\t" +
-                std::to_string(si.frontier) + "\t" + std::to_string(l.valid_blocks) + "\t" + range + "\t" + heat +
-                "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) + "\t" + std::to_string(si.physical_bytes) +
-                "\n";
+    seg_text += "  " + std::to_string(i) + "\t" + raid_format::SchemeName(si.scheme) + "\t" + st +
+                "\t" + std::to_string(si.frontier) + "\t" + std::to_string(l.valid_blocks) + "\t" +
+                range + "\t" + heat + "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) +
+                "\t" + std::to_string(si.physical_bytes) + "\n";
   }
   std::vector<Json> devs;
   std::string dev_text;
   for (uint32_t d = 0; d < g.devices; ++d) {
-    devs.push_back(Json().Int("index", d).Str("path", Shown(a.device_path(d))).Str("state", StateName(as.devices[d].state)));
-    dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " + Shown(a.device_path(d)) + "\n";
+    devs.push_back(Json()
+                       .Int("index", d)
+                       .Str("path", Shown(a.device_path(d)))
+                       .Str("state", StateName(as.devices[d].state)));
+    dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " +
+                Shown(a.device_path(d)) + "\n";
   }
   char id[32];
   std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(a.array().array_id()));
@@ -400,16 +454,21 @@ AdminReply Inspect(ArrayDir& a, bool json, uint32_t bins) {
                          .Int("open", as.open_segments))
       .Arr("segments", segs);
   if (json) return {0, j.str() + "\n"};
-  std::string t = "superblock: array " + std::string(id) + ", " + std::to_string(g.devices) + " devices, chunk " +
-                  std::to_string(g.chunk_blocks * 4) + " KiB, " + std::to_string(g.rows_per_slot) +
-                  " rows per slot, " + std::to_string(g.segments) + " segments of " +
-                  std::to_string(g.segment_positions()) + " positions, metadata " + std::to_string(g.meta_blocks) +
-                  " blocks\n";
+  std::string t = "superblock: array " + std::string(id) + ", " + std::to_string(g.devices) +
+                  " devices, chunk " + std::to_string(g.chunk_blocks * 4) + " KiB, " +
+                  std::to_string(g.rows_per_slot) + " rows per slot, " +
+                  std::to_string(g.segments) + " segments of " +
+                  std::to_string(g.segment_positions()) + " positions, metadata " +
+                  std::to_string(g.meta_blocks) + " blocks\n";
   t += dev_text;
-  t += "bitmap: " + std::to_string(as.free_segments) + " free, " + std::to_string(as.raid5_segments) + " RAID5, " +
-       std::to_string(as.raid10_segments) + " RAID10, " + std::to_string(as.open_segments) + " open\n";
-  t += "segments (index, scheme, state, positions written, valid blocks, their LBAs lowest..highest, hotness\n"
-       "(decayed accesses per written block; - when not served), alpha_usr, alpha_pty, physical bytes):\n" + seg_text;
+  t += "bitmap: " + std::to_string(as.free_segments) + " free, " +
+       std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) +
+       " RAID10, " + std::to_string(as.open_segments) + " open\n";
+  t += "segments (index, scheme, state, positions written, valid blocks, their LBAs "
+       "lowest..highest, hotness\n"
+       "(decayed accesses per written block; - when not served), alpha_usr, alpha_pty, physical "
+       "bytes):\n" +
+       seg_text;
   return {0, t};
 }
 
@@ -419,22 +478,25 @@ AdminReply Volume_(ArrayDir& a, const std::vector<std::string>& words, bool json
   Volumes& v = a.volumes();
   auto size_of = [&](const std::string& text) -> Result<uint64_t> {
     ERAID_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(text));
-    if (bytes == 0 || bytes % kBlockSize != 0) return Status::InvalidArgument("size must be a positive multiple of 4 KiB");
+    if (bytes == 0 || bytes % kBlockSize != 0)
+      return Status::InvalidArgument("size must be a positive multiple of 4 KiB");
     return BytesToBlocks(bytes);
   };
   Status s;
   if (op == "list" && words.size() == 2) {
     const std::vector<VolumeReport> list = v.List();
     std::vector<Json> js;
-    std::string t = "volumes (" + std::to_string(list.size()) + "; " + Mib(BlocksToBytes(v.provisioned_blocks())) +
-                    " provisioned of at most " + Mib(BlocksToBytes(v.limit_blocks())) + ", the array holds " +
+    std::string t = "volumes (" + std::to_string(list.size()) + "; " +
+                    Mib(BlocksToBytes(v.provisioned_blocks())) + " provisioned of at most " +
+                    Mib(BlocksToBytes(v.limit_blocks())) + ", the array holds " +
                     Mib(BlocksToBytes(a.volume().capacity_blocks())) + "):\n";
     for (const VolumeReport& r : list) {
       js.push_back(VolumeJson(r));
       t += VolumeLine(r);
     }
     Json j;
-    j.Arr("volumes", js).Int("provisioned_bytes", BlocksToBytes(v.provisioned_blocks()))
+    j.Arr("volumes", js)
+        .Int("provisioned_bytes", BlocksToBytes(v.provisioned_blocks()))
         .Int("limit_bytes", BlocksToBytes(v.limit_blocks()))
         .Int("capacity_bytes", BlocksToBytes(a.volume().capacity_blocks()));
     return {0, json ? j.str() + "\n" : t};
@@ -455,12 +517,15 @@ AdminReply Volume_(ArrayDir& a, const std::vector<std::string>& words, bool json
 }  // namespace
 
 AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& in,
-                    const std::function<void(double)>& progress, const std::function<bool()>& cancelled) {
+                    const std::function<void(double)>& progress,
+                    const std::function<bool()>& cancelled) {
   std::vector<std::string> words;
   bool json = false;
   for (const std::string& w : in) {
-    if (w == "--json") json = true;
-    else words.push_back(w);
+    if (w == "--json")
+      json = true;
+    else
+      words.push_back(w);
   }
   if (words.empty()) return Error(2, "no command");
   const std::string& verb = words[0];
@@ -485,7 +550,9 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     Status s = a.array().FailDevice(*d);
     if (!s.ok()) return Error(1, s.ToString());
     return done("device " + words[1] + " failed; the array runs degraded",
-                Json().Int("failed", *d).Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
+                Json()
+                    .Int("failed", *d)
+                    .Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
   }
   if (verb == "set-io-timeout" && words.size() == 2) {
     auto ms = ParseIndex(words[1], 86400001, "milliseconds");
@@ -529,21 +596,24 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       readd = a.ReAdd(*d, rate, report);
       s = readd.status();
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const uint64_t bytes = state.rebuild_bytes;
     state.rebuilding_device = -1;
     // A drive re-add refuses (another one, an older image) is the caller's mistake: 2.
-    if (!s.ok()) return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
+    if (!s.ok())
+      return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1,
+                   s.ToString());
     Json j = Json().Int("device", *d).Str("path", Shown(a.device_path(*d)));
     if (verb == "replace") {
-      return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " + Mib(bytes) + " in " +
-                      Fixed(secs, 2) + " s",
+      return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " +
+                      Mib(bytes) + " in " + Fixed(secs, 2) + " s",
                   j.Int("bytes", bytes).Num("seconds", secs));
     }
     const ReAddReport& r = *readd;
-    return done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " + Mib(r.total_bytes) +
-                    " (" + std::to_string(r.segments_resynced) + " of " + std::to_string(r.segments_total) +
-                    " segments) in " + Fixed(secs, 2) + " s",
+    return done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " +
+                    Mib(r.total_bytes) + " (" + std::to_string(r.segments_resynced) + " of " +
+                    std::to_string(r.segments_total) + " segments) in " + Fixed(secs, 2) + " s",
                 j.Int("resynced_bytes", r.resynced_bytes)
                     .Int("total_bytes", r.total_bytes)
                     .Int("segments_resynced", r.segments_resynced)
@@ -556,11 +626,13 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
     if (!r.ok()) return Error(1, r.status().ToString());
     const ScrubReport& rep = *r;
     const uint64_t mismatches = rep.crc_mismatches + rep.parity_mismatches + rep.mirror_mismatches;
-    std::string t = "scrub: " + std::to_string(rep.segments) + " segments, " + std::to_string(rep.blocks_checked) +
-                    " blocks checked, " + std::to_string(mismatches) + " mismatches (" +
-                    std::to_string(rep.crc_mismatches) + " CRC, " + std::to_string(rep.parity_mismatches) +
-                    " parity, " + std::to_string(rep.mirror_mismatches) + " mirror), " +
-                    std::to_string(rep.repaired) + " repaired, " + std::to_string(rep.unrepairable) + " unrepairable";
+    std::string t =
+        "scrub: " + std::to_string(rep.segments) + " segments, " +
+        std::to_string(rep.blocks_checked) + " blocks checked, " + std::to_string(mismatches) +
+        " mismatches (" + std::to_string(rep.crc_mismatches) + " CRC, " +
+        std::to_string(rep.parity_mismatches) + " parity, " +
+        std::to_string(rep.mirror_mismatches) + " mirror), " + std::to_string(rep.repaired) +
+        " repaired, " + std::to_string(rep.unrepairable) + " unrepairable";
     for (const std::string& f : rep.findings) t += "\n  " + f;
     AdminReply reply = done(t, Json()
                                    .Int("segments", rep.segments)
@@ -576,9 +648,12 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
   }
   if (verb == "convert" && (words.size() == 3 || words.size() == 4)) {
     SegmentScheme to;
-    if (words[1] == "raid5") to = SegmentScheme::kRaid5;
-    else if (words[1] == "raid10") to = SegmentScheme::kRaid10;
-    else return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
+    if (words[1] == "raid5")
+      to = SegmentScheme::kRaid5;
+    else if (words[1] == "raid10")
+      to = SegmentScheme::kRaid10;
+    else
+      return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
     const uint32_t segments = a.array().geometry().segments;
     uint32_t first = 0, last = segments;
     if (words[2] != "all") {
@@ -587,7 +662,8 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       first = *s;
       last = *s + 1;
       const SegmentInfo si = a.array().segment_info(SegmentId(first));
-      if (!si.sealed) return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
+      if (!si.sealed)
+        return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
     }
     uint64_t rate = 0;
     if (words.size() == 4) {
@@ -610,8 +686,9 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       const SegmentInfo si = a.array().segment_info(SegmentId(i));
       if (si.sealed && si.scheme != to) {
         if (rate > 0) {
-          std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                    std::chrono::duration<double>(double(bytes) / double(rate))));
+          std::this_thread::sleep_until(
+              start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(double(bytes) / double(rate))));
         }
         Status s = a.array().Convert(SegmentId(i), to);
         if (s.ok()) {
@@ -625,9 +702,10 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       }
       if (progress) progress(double(i - first + 1) / double(last - first));
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " + words[1] +
-                    " in " + Fixed(secs, 2) + " s" +
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " +
+                    words[1] + " in " + Fixed(secs, 2) + " s" +
                     (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : "") +
                     (stopped ? " (stopped: the client went away)" : ""),
                 Json()
@@ -637,7 +715,8 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
                     .Int("bytes", bytes)
                     .Num("seconds", secs));
   }
-  return Error(2, "unknown or malformed admin command '" + verb + "' (" + std::to_string(words.size()) + " words)");
+  return Error(2, "unknown or malformed admin command '" + verb + "' (" +
+                      std::to_string(words.size()) + " words)");
 }
 
 std::string AdminSocketPath(const std::string& dir) { return dir + "/admin.sock"; }
@@ -693,7 +772,8 @@ sockaddr_un Address(const std::string& path) {
 Result<AdminReply> AdminCall(const std::string& dir, const std::vector<std::string>& words,
                              const std::function<void(double)>& progress) {
   const std::string path = AdminSocketPath(dir);
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) return Status::InvalidArgument("directory path too long for a socket");
+  if (path.size() >= sizeof(sockaddr_un::sun_path))
+    return Status::InvalidArgument("directory path too long for a socket");
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
   sockaddr_un addr = Address(path);
@@ -747,7 +827,8 @@ AdminServer::AdminServer(ArrayDir& array, std::function<void()> on_shutdown)
 AdminServer::~AdminServer() { Stop(); }
 
 Status AdminServer::Start() {
-  if (path_.size() >= sizeof(sockaddr_un::sun_path)) return Status::InvalidArgument("directory path too long for a socket");
+  if (path_.size() >= sizeof(sockaddr_un::sun_path))
+    return Status::InvalidArgument("directory path too long for a socket");
   ::unlink(path_.c_str());  // left by a server that was killed: the array lock says none runs
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
@@ -771,7 +852,8 @@ void AdminServer::Stop() {
   if (acceptor_.joinable()) acceptor_.join();
   {
     std::lock_guard lock(mu_);
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // unblocks reads; a running command finishes
+    for (int fd : open_fds_)
+      ::shutdown(fd, SHUT_RDWR);  // unblocks reads; a running command finishes
   }
   for (Worker& w : workers_) w.thread.join();
   workers_.clear();
@@ -818,7 +900,8 @@ void AdminServer::Serve(int fd) {
   AdminReply reply;
   bool shutdown = false;
   if (!ReadLine(fd, &line, kMaxRequest)) {
-    reply = Error(2, "malformed admin request: no line of at most " + std::to_string(kMaxRequest) + " bytes");
+    reply = Error(
+        2, "malformed admin request: no line of at most " + std::to_string(kMaxRequest) + " bytes");
   } else {
     words = Split(line, '\t');
     if (words.empty() || words[0] != kMagic) {
@@ -831,12 +914,14 @@ void AdminServer::Serve(int fd) {
       } else {
         bool gone = false;
         reply = RunAdmin(
-            array_, state_, words, [&](double f) { gone = gone || !WriteAll(fd, "progress " + Fixed(f, 4) + "\n"); },
+            array_, state_, words,
+            [&](double f) { gone = gone || !WriteAll(fd, "progress " + Fixed(f, 4) + "\n"); },
             [&] { return gone; });
       }
     }
   }
-  WriteAll(fd, "result " + std::to_string(reply.rc) + " " + std::to_string(reply.text.size()) + "\n" + reply.text);
+  WriteAll(fd, "result " + std::to_string(reply.rc) + " " + std::to_string(reply.text.size()) +
+                   "\n" + reply.text);
   {
     std::lock_guard lock(mu_);
     std::erase(open_fds_, fd);

@@ -54,7 +54,8 @@ FileBackendOptions FlashFileOptions() {
 
 // A drive's flash: a remote export (NBD URI) or a local file or block device.
 // `create_size`: a local file missing (or a regular file) is made this size; 0 opens.
-Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t create_size, uint32_t io_timeout_ms) {
+Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t create_size,
+                                           uint32_t io_timeout_ms) {
   if (NbdBackend::IsUri(path)) {
     NbdBackendOptions no;
     no.timeout_ms = io_timeout_ms;
@@ -75,12 +76,15 @@ Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t cre
 // back once its host is up.
 class UnreachableBackend final : public Backend {
  public:
-  UnreachableBackend(std::string uri, std::string why) : uri_(std::move(uri)), why_(std::move(why)) {}
+  UnreachableBackend(std::string uri, std::string why)
+      : uri_(std::move(uri)), why_(std::move(why)) {}
   uint64_t capacity_blocks() const override { return 0; }
   uint32_t queue_depth() const override { return 1; }
   std::string name() const override { return "nbd:" + NbdBackend::Redact(uri_); }
   void SubmitRead(Lba, std::span<std::byte>, IoCallback done) override { Fail(std::move(done)); }
-  void SubmitWrite(Lba, std::span<const std::byte>, IoCallback done) override { Fail(std::move(done)); }
+  void SubmitWrite(Lba, std::span<const std::byte>, IoCallback done) override {
+    Fail(std::move(done));
+  }
   void SubmitTrim(Lba, uint64_t, IoCallback done) override { Fail(std::move(done)); }
   void SubmitFlush(IoCallback done) override { Fail(std::move(done)); }
   size_t Poll(bool wait) override { return completions_.Poll(wait); }
@@ -94,12 +98,15 @@ class UnreachableBackend final : public Backend {
   }
 
  private:
-  void Fail(IoCallback done) { completions_.Push(std::move(done), Status::IoError(name() + " unreachable: " + why_)); }
+  void Fail(IoCallback done) {
+    completions_.Push(std::move(done), Status::IoError(name() + " unreachable: " + why_));
+  }
   const std::string uri_, why_;
   CompletionQueue completions_;
 };
 
-Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv, const std::string& where) {
+Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv,
+                                const std::string& where) {
   auto it = kv.find("io_timeout_ms");
   if (it == kv.end()) return 30000u;  // manifests from before remote drives
   try {
@@ -110,7 +117,9 @@ Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv, co
   return Status::Corruption(where + ": bad io_timeout_ms '" + it->second + "'");
 }
 
-std::string DrivePath(const std::string& dir, uint32_t i) { return dir + "/drive" + std::to_string(i); }
+std::string DrivePath(const std::string& dir, uint32_t i) {
+  return dir + "/drive" + std::to_string(i);
+}
 
 std::string Hex(uint32_t v) {
   char buf[9];
@@ -130,7 +139,8 @@ Status WriteKeyValues(const std::string& dir, const char* name, const char* magi
   // the volume table orders itself with the data by it (log/volumes.h).
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
+  const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) &&
+                       ::fsync(fd) == 0;
   ::close(fd);
   if (!written) return Status::IoError("cannot write " + tmp + ": " + std::strerror(errno));
   std::error_code ec;
@@ -147,7 +157,8 @@ Status WriteManifest(const std::string& dir, const std::map<std::string, std::st
   return WriteKeyValues(dir, kManifest, kMagicLine, kv);
 }
 
-Result<std::map<std::string, std::string>> ReadKeyValues(const std::string& dir, const char* name, const char* magic) {
+Result<std::map<std::string, std::string>> ReadKeyValues(const std::string& dir, const char* name,
+                                                         const char* magic) {
   const std::string path = dir + "/" + name;
   std::ifstream f(path);
   if (!f) return Status::NotFound(path + " missing");
@@ -206,7 +217,8 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
     ERAID_RETURN_IF_ERROR(Volumes::CheckName(r.name).WithContext(path));
     std::istringstream in(v);
     std::string extents;
-    if (!(in >> r.size_blocks >> extents) || r.size_blocks == 0) return Status::Corruption(path + ": bad volume '" + r.name + "'");
+    if (!(in >> r.size_blocks >> extents) || r.size_blocks == 0)
+      return Status::Corruption(path + ": bad volume '" + r.name + "'");
     std::istringstream list(extents);
     std::string x;
     while (std::getline(list, x, ',')) {
@@ -217,12 +229,14 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
       }
     }
     if (r.extents.size() != (r.size_blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks) {
-      return Status::Corruption(path + ": volume '" + r.name + "' has the wrong number of extents for its size");
+      return Status::Corruption(path + ": volume '" + r.name +
+                                "' has the wrong number of extents for its size");
     }
     table.push_back(std::move(r));
   }
   // The default volume first: its extents are the array's first.
-  std::stable_partition(table.begin(), table.end(), [](const VolumeRecord& r) { return r.name == Volumes::kDefault; });
+  std::stable_partition(table.begin(), table.end(),
+                        [](const VolumeRecord& r) { return r.name == Volumes::kDefault; });
   return table;
 }
 
@@ -232,8 +246,9 @@ constexpr const char* kStatsMagic = "eraid-array-stats 1";
 constexpr auto kStatsSaveEvery = std::chrono::seconds(10);
 
 uint64_t UnixNow() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // The fields of LifetimeCounters, by their names in the file and in `status --json`.
@@ -247,7 +262,8 @@ std::vector<std::pair<const char*, uint64_t LifetimeCounters::*>> CounterFields(
 }
 }  // namespace
 
-void ForEachCounter(const LifetimeCounters& c, const std::function<void(const char*, uint64_t)>& fn) {
+void ForEachCounter(const LifetimeCounters& c,
+                    const std::function<void(const char*, uint64_t)>& fn) {
   for (const auto& [name, field] : CounterFields()) fn(name, c.*field);
 }
 
@@ -262,11 +278,16 @@ Result<uint64_t> ParseSize(const std::string& text) {
   }
   const std::string unit = text.substr(end);
   int shift = 0;
-  if (unit == "K" || unit == "KiB") shift = 10;
-  else if (unit == "M" || unit == "MiB") shift = 20;
-  else if (unit == "G" || unit == "GiB") shift = 30;
-  else if (unit == "T" || unit == "TiB") shift = 40;
-  else if (!unit.empty()) return Status::InvalidArgument("bad size unit in '" + text + "' (use K, M, G, T)");
+  if (unit == "K" || unit == "KiB")
+    shift = 10;
+  else if (unit == "M" || unit == "MiB")
+    shift = 20;
+  else if (unit == "G" || unit == "GiB")
+    shift = 30;
+  else if (unit == "T" || unit == "TiB")
+    shift = 40;
+  else if (!unit.empty())
+    return Status::InvalidArgument("bad size unit in '" + text + "' (use K, M, G, T)");
   if (v > (UINT64_MAX >> shift)) return Status::InvalidArgument("size too large");
   return v << shift;
 }
@@ -284,7 +305,8 @@ struct CreatedFiles {
 };
 }  // namespace
 
-Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const ArrayDirOptions& o, bool force) {
+Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const ArrayDirOptions& o,
+                                                   bool force) {
   if (o.devices < kMinDevices || o.devices > kMaxDevices) {
     return Status::InvalidArgument("--devices must be 3..16");
   }
@@ -298,7 +320,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
     return Status::InvalidArgument(dir + " already holds an array (use --force to overwrite)");
   }
   if (!o.device_paths.empty() && o.device_paths.size() != o.devices) {
-    return Status::InvalidArgument("give --device once per drive (" + std::to_string(o.devices) + ")");
+    return Status::InvalidArgument("give --device once per drive (" + std::to_string(o.devices) +
+                                   ")");
   }
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
@@ -328,7 +351,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   ERAID_RETURN_IF_ERROR(a->OpenVolumes(Volumes::DefaultTable(a->volume_->capacity_blocks())));
   std::map<std::string, std::string> kv{
       {"devices", std::to_string(o.devices)},
-      {"compression", o.drive.codec.enabled ? "zstd:" + std::to_string(o.drive.codec.zstd_level) : "none"},
+      {"compression",
+       o.drive.codec.enabled ? "zstd:" + std::to_string(o.drive.codec.zstd_level) : "none"},
       {"flashalloc", o.drive.flashalloc ? "on" : "off"},
       {"placement", o.volume.placement},
       {"gp", std::to_string(o.volume.gp_threshold)},
@@ -365,12 +389,14 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
       base.opens = std::stoull(st->at("opens"));
     } catch (...) {
       base = LifetimeCounters{};
-      counters_note = dir + "/" + kStatsFile + ": a field is missing or bad; counting again from now";
+      counters_note =
+          dir + "/" + kStatsFile + ": a field is missing or bad; counting again from now";
     }
   } else {
-    counters_note = st.status().code() == StatusCode::kNotFound
-                        ? std::string("no lifetime counters before this open (") + kStatsFile + " missing)"
-                        : st.status().message() + "; counting again from now";
+    counters_note =
+        st.status().code() == StatusCode::kNotFound
+            ? std::string("no lifetime counters before this open (") + kStatsFile + " missing)"
+            : st.status().message() + "; counting again from now";
   }
   if (base.since_unix == 0) base.since_unix = UnixNow();
   ++base.opens;
@@ -385,7 +411,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   } catch (...) {
     return Status::Corruption(dir + "/" + kManifest + ": bad devices or gp");
   }
-  if (devices < kMinDevices || devices > kMaxDevices) return Status::Corruption("manifest: bad device count");
+  if (devices < kMinDevices || devices > kMaxDevices)
+    return Status::Corruption("manifest: bad device count");
   DriveOptions drive;
   ERAID_ASSIGN_OR_RETURN(drive.codec, ParseCodecConfig(kv["compression"]));
   drive.flashalloc = kv["flashalloc"] != "off";
@@ -396,7 +423,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   if (kv.count("gc") && kv["gc"] != "free-space" && kv["gc"] != "gp") {
     return Status::Corruption(dir + "/" + kManifest + ": gc must be free-space or gp");
   }
-  vo.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace : GcTrigger::kGarbageProportion;
+  vo.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace
+                                                          : GcTrigger::kGarbageProportion;
   vo.gp_threshold = gp;
   vo.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
   SchedulerOptions so;  // absent in manifests from before the scheduler: its defaults
@@ -410,9 +438,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     if (kv.count("convert_rate")) so.rate_bytes_per_sec = std::stoull(kv["convert_rate"]);
     if (kv.count("hot_half_life_ms")) so.hotness.half_life_ms = std::stoull(kv["hot_half_life_ms"]);
   } catch (...) {
-    return Status::Corruption(dir + "/" + kManifest + ": bad beta, convert_rate or hot_half_life_ms");
+    return Status::Corruption(dir + "/" + kManifest +
+                              ": bad beta, convert_rate or hot_half_life_ms");
   }
-  if (so.hotness.half_life_ms == 0) return Status::Corruption(dir + "/" + kManifest + ": hot_half_life_ms is 0");
+  if (so.hotness.half_life_ms == 0)
+    return Status::Corruption(dir + "/" + kManifest + ": hot_half_life_ms is 0");
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
@@ -427,9 +457,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     auto p = kv.find("drive." + std::to_string(i));
     a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
     auto file = OpenFlash(a->paths_.back(), 0, a->io_timeout_ms_);
-    if (!file.ok() && NbdBackend::IsUri(a->paths_.back()) && file.status().code() == StatusCode::kIoError) {
+    if (!file.ok() && NbdBackend::IsUri(a->paths_.back()) &&
+        file.status().code() == StatusCode::kIoError) {
       // A drive host that is down: the array opens without it (if it can do without one).
-      a->files_.push_back(std::make_unique<UnreachableBackend>(a->paths_.back(), file.status().message()));
+      a->files_.push_back(
+          std::make_unique<UnreachableBackend>(a->paths_.back(), file.status().message()));
       a->drives_.push_back(nullptr);
       devs.push_back(a->files_.back().get());
       continue;
@@ -447,7 +479,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   // An array from before named volumes has no table: its volume is the default one.
   auto table = LoadVolumes(dir);
   if (!table.ok() && table.status().code() != StatusCode::kNotFound) return table.status();
-  ERAID_RETURN_IF_ERROR(a->OpenVolumes(table.ok() ? *table : Volumes::DefaultTable(a->volume_->capacity_blocks())));
+  ERAID_RETURN_IF_ERROR(
+      a->OpenVolumes(table.ok() ? *table : Volumes::DefaultTable(a->volume_->capacity_blocks())));
   return a;
 }
 
@@ -514,7 +547,8 @@ Status ArrayDir::SetIoTimeout(uint32_t timeout_ms) {
   io_timeout_ms_.store(timeout_ms, std::memory_order_relaxed);
   std::shared_lock lock(devices_mu_);
   for (const auto& f : files_) {
-    if (auto* nbd = dynamic_cast<NbdBackend*>(f.get())) ERAID_RETURN_IF_ERROR(nbd->SetTimeout(timeout_ms));
+    if (auto* nbd = dynamic_cast<NbdBackend*>(f.get()))
+      ERAID_RETURN_IF_ERROR(nbd->SetTimeout(timeout_ms));
   }
   return Status::Ok();
 }
@@ -532,14 +566,16 @@ std::vector<DriveStats> ArrayDir::drive_stats() const {
 }
 
 Status ArrayDir::OpenVolumes(std::vector<VolumeRecord> table) {
-  volumes_ = std::make_unique<Volumes>(*volume_, std::move(table),
-                                       [dir = dir_](const std::vector<VolumeRecord>& t) { return SaveVolumes(dir, t); });
+  volumes_ = std::make_unique<Volumes>(
+      *volume_, std::move(table),
+      [dir = dir_](const std::vector<VolumeRecord>& t) { return SaveVolumes(dir, t); });
   return SaveVolumes(dir_, volumes_->Table());
 }
 
 void ArrayDir::StartServing() {
   if (scheduler_) return;
-  scheduler_ = std::make_unique<Scheduler>(*array_, *volume_, [this] { return Physical(); }, scheduler_options_);
+  scheduler_ = std::make_unique<Scheduler>(
+      *array_, *volume_, [this] { return Physical(); }, scheduler_options_);
   scheduler_->Start();
   saver_ = std::thread([this] {
     NameThisThread("eraid-stats");
@@ -619,7 +655,8 @@ Status ArrayDir::Lock() {
   lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0) return Status::IoError("cannot open " + path + ": " + std::strerror(errno));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    return Status::Busy("the array in " + dir_ + " is in use by another process (is it being served?)");
+    return Status::Busy("the array in " + dir_ +
+                        " is in use by another process (is it being served?)");
   }
   return Status::Ok();
 }
@@ -633,22 +670,26 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   // A remote drive is rebuilt in place onto its own export only when asked (`--with` the
   // same URI); without --with, a local drive goes to a new file renamed over its own.
   if (with.empty() && NbdBackend::IsUri(paths_[d])) {
-    return Status::InvalidArgument("drive " + std::to_string(d) + " is remote: give --with URI (or a path)");
+    return Status::InvalidArgument("drive " + std::to_string(d) +
+                                   " is remote: give --with URI (or a path)");
   }
   const bool in_place = with.empty();
   const std::string target = in_place ? paths_[d] + ".new" : with;
   const bool remote = NbdBackend::IsUri(target);
-  if (!in_place && !remote && std::filesystem::exists(target) && !std::filesystem::is_block_file(target)) {
+  if (!in_place && !remote && std::filesystem::exists(target) &&
+      !std::filesystem::is_block_file(target)) {
     return Status::InvalidArgument(target + " exists; give a new file or a block device");
   }
   uint64_t size = BlocksToBytes(files_[d]->capacity_blocks());
-  for (size_t k = 0; size == 0 && k < files_.size(); ++k) size = BlocksToBytes(files_[k]->capacity_blocks());  // never reached
+  for (size_t k = 0; size == 0 && k < files_.size(); ++k)
+    size = BlocksToBytes(files_[k]->capacity_blocks());  // never reached
   if (!NbdBackend::IsUri(paths_[d]) && !std::filesystem::is_block_file(paths_[d])) {
     std::error_code ec;
     const uint64_t file_size = std::filesystem::file_size(paths_[d], ec);
     if (!ec) size = file_size;
   }
-  if (target == paths_[d]) ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "rebuilt onto its own export"));
+  if (target == paths_[d])
+    ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "rebuilt onto its own export"));
   ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(target, remote ? 0 : size, io_timeout_ms_));
   // The geometry of the drive it replaces (or, for one that was never reached, of the others).
   const CompressedDrive* like = drives_[d].get();
@@ -673,7 +714,8 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   if (in_place) {
     std::error_code ec;
     std::filesystem::rename(target, paths_[d], ec);
-    if (ec) return Status::IoError("rebuilt onto " + target + " but cannot rename it: " + ec.message());
+    if (ec)
+      return Status::IoError("rebuilt onto " + target + " but cannot rename it: " + ec.message());
   } else {
     paths_[d] = target;
     std::lock_guard lock_manifest(manifest_mu_);
@@ -691,7 +733,8 @@ Status ArrayDir::WaitForLateWrites(uint32_t d, const std::string& what) {
   if (nbd == nullptr) return Status::Ok();
   Status s = nbd->WaitDrained(io_timeout_ms_);
   if (s.ok()) return s;
-  return Status::Busy("device " + std::to_string(d) + " cannot be " + what + " yet: " + s.message() +
+  return Status::Busy("device " + std::to_string(d) + " cannot be " + what +
+                      " yet: " + s.message() +
                       "; try again once the host answers, or replace it onto another export");
 }
 
@@ -700,7 +743,8 @@ Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
   std::lock_guard lock(replace_mu_);
   if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
   if (array_->stats().devices[d].state != DeviceState::kFailed) {
-    return Status::InvalidArgument("device " + std::to_string(d) + " is not failed: nothing to re-add");
+    return Status::InvalidArgument("device " + std::to_string(d) +
+                                   " is not failed: nothing to re-add");
   }
   ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "re-added"));
   // A new connection (or file handle), and the drive recovered from its flash as after a
@@ -711,7 +755,8 @@ Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
     return Status::InvalidArgument("device " + std::to_string(d) + " came back unreadable (" +
                                    drive.status().ToString() + "): use replace");
   }
-  ERAID_ASSIGN_OR_RETURN(ReAddReport report, array_->ReAdd(d, drive->get(), rate_bytes_per_sec, progress));
+  ERAID_ASSIGN_OR_RETURN(ReAddReport report,
+                         array_->ReAdd(d, drive->get(), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR((*drive)->Flush());
   std::unique_lock lock_devices(devices_mu_);
   std::unique_ptr<CompressedDrive> old_drive = std::move(*drive);

@@ -48,22 +48,25 @@ struct ArrayDirOptions {
 // Write counters over the array's whole life, kept in DIR/eraid.stats (saved every 10 s
 // while served and at a clean close: a crash loses at most the last seconds' counts).
 struct LifetimeCounters {
-  uint64_t user_written_bytes = 0;   // the volume's user writes (4 KiB blocks)
-  uint64_t gc_written_bytes = 0;     // the log's GC rewrites
-  uint64_t raid_written_bytes = 0;   // what the array wrote to the drives (data, parity, mirrors, metadata)
+  uint64_t user_written_bytes = 0;  // the volume's user writes (4 KiB blocks)
+  uint64_t gc_written_bytes = 0;    // the log's GC rewrites
+  uint64_t raid_written_bytes =
+      0;  // what the array wrote to the drives (data, parity, mirrors, metadata)
   uint64_t device_stored_bytes = 0;  // the compressed records those writes became
   uint64_t flash_written_bytes = 0;  // everything the drives wrote to flash
   uint64_t trimmed_bytes = 0;
-  uint64_t since_unix = 0;           // when counting began (creation; or a lost stats file)
+  uint64_t since_unix = 0;  // when counting began (creation; or a lost stats file)
   uint64_t opens = 0;
 };
 // Calls fn(name, value) for each byte counter, named as in the file and `status --json`.
-void ForEachCounter(const LifetimeCounters& c, const std::function<void(const char*, uint64_t)>& fn);
+void ForEachCounter(const LifetimeCounters& c,
+                    const std::function<void(const char*, uint64_t)>& fn);
 
 class ArrayDir {
  public:
   // Refuses to overwrite an existing array unless `force`.
-  static Result<std::unique_ptr<ArrayDir>> Create(const std::string& dir, const ArrayDirOptions& options, bool force);
+  static Result<std::unique_ptr<ArrayDir>> Create(const std::string& dir,
+                                                  const ArrayDirOptions& options, bool force);
   // Takes DIR/eraid.lock exclusively: one process opens an array at a time (Busy else).
   static Result<std::unique_ptr<ArrayDir>> Open(const std::string& dir);
   // What Open would refuse at once, without opening: no array (or a damaged manifest) in
@@ -134,7 +137,8 @@ class ArrayDir {
   // Guards paths_, files_ and drives_ against a replacement swapping them while the
   // scheduler or an admin command reads them.
   mutable std::shared_mutex devices_mu_;
-  std::vector<std::unique_ptr<Backend>> files_;  // each drive's flash: a FileBackend or an NbdBackend
+  std::vector<std::unique_ptr<Backend>>
+      files_;  // each drive's flash: a FileBackend or an NbdBackend
   std::atomic<uint32_t> io_timeout_ms_{30000};
   std::mutex manifest_mu_;  // manifest_ and its file, changed by Replace and SetIoTimeout
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
@@ -145,8 +149,8 @@ class ArrayDir {
   std::unique_ptr<Scheduler> scheduler_;
   LifetimeCounters lifetime_base_;  // as loaded at open (opens counted)
   std::string counters_note_;
-  DriveStats replaced_;             // counters of drives replaced since open (under devices_mu_)
-  mutable std::mutex save_mu_;      // one writer of DIR/eraid.stats at a time
+  DriveStats replaced_;         // counters of drives replaced since open (under devices_mu_)
+  mutable std::mutex save_mu_;  // one writer of DIR/eraid.stats at a time
   std::thread saver_;
   std::mutex saver_mu_;
   std::condition_variable saver_cv_;

@@ -52,16 +52,20 @@ int RunDemo(int argc, char** argv) {
       "4 KiB random writes with verify=crc32c; a drive fails mid-run; every block is verified\n"
       "degraded; the drive is rebuilt; every block is verified again; scrub; a summary.\n"
       "options");
-  desc.add_options()("help,h", "this text")
-      ("quick", po::bool_switch(&quick), "a small run (128M drives, 64 MiB written)")
-      ("device-size", po::value(&device_size)->default_value(device_size), "flash per emulated drive")
-      ("size", po::value(&size), "bytes fio writes and verifies (default: half the volume)")
-      ("compressibility", po::value(&compress_pct)->default_value(compress_pct), "fio buffer_compress_percentage (0..95)")
-      ("iodepth", po::value(&iodepth)->default_value(iodepth), "fio queue depth (1..256)")
-      ("fail-device", po::value(&fail_device)->default_value(fail_device), "the drive that fails (0..3)")
-      ("dir", po::value(&dir), "where the array goes (default: a new temporary folder, removed after)")
-      ("keep", po::bool_switch(&keep), "keep the array afterwards")
-      ("fio", po::value(&fio)->default_value(fio), "the fio binary");
+  desc.add_options()("help,h", "this text")("quick", po::bool_switch(&quick),
+                                            "a small run (128M drives, 64 MiB written)")(
+      "device-size", po::value(&device_size)->default_value(device_size),
+      "flash per emulated drive")("size", po::value(&size),
+                                  "bytes fio writes and verifies (default: half the volume)")(
+      "compressibility", po::value(&compress_pct)->default_value(compress_pct),
+      "fio buffer_compress_percentage (0..95)")(
+      "iodepth", po::value(&iodepth)->default_value(iodepth), "fio queue depth (1..256)")(
+      "fail-device", po::value(&fail_device)->default_value(fail_device),
+      "the drive that fails (0..3)")(
+      "dir", po::value(&dir),
+      "where the array goes (default: a new temporary folder, removed after)")(
+      "keep", po::bool_switch(&keep), "keep the array afterwards")(
+      "fio", po::value(&fio)->default_value(fio), "the fio binary");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid demo", desc, argc, argv, &vm); rc >= 0) return rc;
   if (quick) {
@@ -113,8 +117,9 @@ int RunDemo(int argc, char** argv) {
     bytes = *b;
   }
   if (bytes == 0 || bytes > capacity || bytes % kBlockSize != 0) {
-    return Fail("--size", Status::InvalidArgument("must be a multiple of 4K and at most the volume (" +
-                                                  std::to_string(capacity >> 20) + " MiB)"));
+    return Fail("--size",
+                Status::InvalidArgument("must be a multiple of 4K and at most the volume (" +
+                                        std::to_string(capacity >> 20) + " MiB)"));
   }
   std::printf("eraid demo: 4 emulated drives of %s flash (2x expansion, zstd, FlashAlloc) in %s\n",
               device_size.c_str(), dir.c_str());
@@ -127,7 +132,8 @@ int RunDemo(int argc, char** argv) {
   auto pid = StartServer(so);
   if (!pid.ok()) return Fail("serve", pid.status());
   server = *pid;
-  std::printf("  served by nbdkit on %s (pid %d)\n", (dir + "/nbd.sock").c_str(), static_cast<int>(server));
+  std::printf("  served by nbdkit on %s (pid %d)\n", (dir + "/nbd.sock").c_str(),
+              static_cast<int>(server));
 
   const std::string uri = NbdUnixUri(dir + "/nbd.sock");
   const std::vector<std::string> job{"--name=demo",
@@ -148,8 +154,10 @@ int RunDemo(int argc, char** argv) {
   };
 
   // 1. Writes, with a drive failing half-way through.
-  std::printf("1. fio: %llu MiB of 4 KiB random writes, QD %u, %u%% compressible; drive %u fails half-way\n",
-              static_cast<unsigned long long>(bytes >> 20), iodepth, compress_pct, fail_device);
+  std::printf(
+      "1. fio: %llu MiB of 4 KiB random writes, QD %u, %u%% compressible; drive %u fails "
+      "half-way\n",
+      static_cast<unsigned long long>(bytes >> 20), iodepth, compress_pct, fail_device);
   std::atomic<bool> writing{true};
   std::atomic<bool> failed{false};
   std::thread injector([&] {
@@ -169,15 +177,17 @@ int RunDemo(int argc, char** argv) {
   writing = false;
   injector.join();
   if (!w.ok()) return Fail("fio write", w.status());
-  if (!failed) return Fail("failure injection", Status::Aborted("the drive was not failed mid-run"));
-  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us\n", w->write_iops, w->write_p50_us, w->write_p99_us);
+  if (!failed)
+    return Fail("failure injection", Status::Aborted("the drive was not failed mid-run"));
+  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us\n", w->write_iops, w->write_p50_us,
+              w->write_p99_us);
 
   // 2. Every block read back and verified, degraded.
   std::printf("2. fio: verify every block, degraded\n");
   auto d = RunFio(with({"--verify_only"}), fio);
   if (!d.ok()) return Fail("fio verify (degraded)", d.status());
-  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us, 0 verify errors\n", d->read_iops, d->read_p50_us,
-              d->read_p99_us);
+  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us, 0 verify errors\n", d->read_iops,
+              d->read_p50_us, d->read_p99_us);
 
   // 3. Rebuild onto a fresh drive, online.
   std::printf("3. replace drive %u and rebuild\n", fail_device);
@@ -191,14 +201,15 @@ int RunDemo(int argc, char** argv) {
   if (!rep.ok()) return Fail("replace", rep.status());
   if (rep->rc != 0) return Fail("replace", Status::IoError(rep->text));
   const double rebuild_s = Since(t0);
-  std::printf("   %.1f MiB rebuilt in %.2f s\n", JsonNumber(rep->text, "bytes") / 1048576, rebuild_s);
+  std::printf("   %.1f MiB rebuilt in %.2f s\n", JsonNumber(rep->text, "bytes") / 1048576,
+              rebuild_s);
 
   // 4. Verified again, healthy; then a scrub.
   std::printf("4. fio: verify every block again, healthy; scrub\n");
   auto h = RunFio(with({"--verify_only"}), fio);
   if (!h.ok()) return Fail("fio verify (healthy)", h.status());
-  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us, 0 verify errors\n", h->read_iops, h->read_p50_us,
-              h->read_p99_us);
+  std::printf("   %.0f IOPS, latency p50 %.0f us, p99 %.0f us, 0 verify errors\n", h->read_iops,
+              h->read_p50_us, h->read_p99_us);
   auto scrub = AdminCall(dir, {"scrub", "--json"}, nullptr);
   if (!scrub.ok()) return Fail("scrub", scrub.status());
   const double mismatches = JsonNumber(scrub->text, "mismatches", -1);
@@ -206,14 +217,17 @@ int RunDemo(int argc, char** argv) {
 
   const std::string st = StatusJson(dir);
   std::printf("\nsummary\n");
-  std::printf("  random write     %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  (QD %u, a drive failing half-way)\n",
-              w->write_iops, w->write_p50_us, w->write_p99_us, iodepth);
-  std::printf("  random read      %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  degraded\n", d->read_iops, d->read_p50_us,
-              d->read_p99_us);
-  std::printf("  random read      %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  healthy\n", h->read_iops, h->read_p50_us,
-              h->read_p99_us);
+  std::printf(
+      "  random write     %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  (QD %u, a drive failing "
+      "half-way)\n",
+      w->write_iops, w->write_p50_us, w->write_p99_us, iodepth);
+  std::printf("  random read      %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  degraded\n", d->read_iops,
+              d->read_p50_us, d->read_p99_us);
+  std::printf("  random read      %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  healthy\n", h->read_iops,
+              h->read_p50_us, h->read_p99_us);
   std::printf("  log WA           %.3f\n", JsonNumber(st, "log"));
-  std::printf("  RAID WA          %.3f (blocks written to drives per block the log wrote)\n", JsonNumber(st, "raid"));
+  std::printf("  RAID WA          %.3f (blocks written to drives per block the log wrote)\n",
+              JsonNumber(st, "raid"));
   std::printf("  device WAF       %.3f\n", JsonNumber(st, "device"));
   std::printf("  compression      %.2f : 1\n", JsonNumber(st, "compression"));
   std::printf("  RAID10 coverage  %.1f%% of user data\n", 100 * JsonNumber(st, "raid10_coverage"));

@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
 #include <array>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -35,10 +35,12 @@ namespace {
 int Usage(std::ostream& out, int rc) {
   out << "usage: eraid SUBCOMMAND [options]   (eraid SUBCOMMAND --help for its options)\n"
          "subcommands:\n"
-         "  create    make an array of emulated compressing drives (over files, devices or NBD exports)\n"
+         "  create    make an array of emulated compressing drives (over files, devices or NBD "
+         "exports)\n"
          "  serve     serve an array over NBD with nbdkit (Unix socket, mode 0600)\n"
          "  stop      stop the server of an array\n"
-         "  set       change a setting of an array not being served (the remote drives' I/O timeout)\n"
+         "  set       change a setting of an array not being served (the remote drives' I/O "
+         "timeout)\n"
          "  status    health, devices, capacity, physical use, compression, RAID10 coverage, WA\n"
          "  fail      fail a device (failure injection); the array runs degraded\n"
          "  replace   rebuild a device onto a fresh drive, online\n"
@@ -52,7 +54,8 @@ int Usage(std::ostream& out, int rc) {
 }
 
 // Parses a subcommand's options. Returns -1 to go on, else the exit code.
-int Parse(const std::string& name, po::options_description& desc, int argc, char** argv, po::variables_map* vm) {
+int Parse(const std::string& name, po::options_description& desc, int argc, char** argv,
+          po::variables_map* vm) {
   return ParseOptions("eraid " + name, desc, argc, argv, vm);
 }
 
@@ -62,8 +65,8 @@ int Die(const std::string& name, const Status& s, int rc = 1) {
 }
 
 // Runs an admin command on the serving array, or offline on the array itself.
-int Admin(const std::string& name, const std::string& dir, std::vector<std::string> words, bool json,
-          bool progress_bar) {
+int Admin(const std::string& name, const std::string& dir, std::vector<std::string> words,
+          bool json, bool progress_bar) {
   if (json) words.push_back("--json");
   std::optional<ProgressBar> bar;
   if (progress_bar) bar.emplace(name);
@@ -80,7 +83,8 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
   }
   bar.reset();
   if (!reply.ok()) return Die(name, reply.status());
-  (reply->rc == 0 ? std::cout : std::cerr) << (reply->rc == 0 ? "" : "eraid " + name + ": ") << reply->text;
+  (reply->rc == 0 ? std::cout : std::cerr)
+      << (reply->rc == 0 ? "" : "eraid " + name + ": ") << reply->text;
   return reply->rc;
 }
 
@@ -94,8 +98,8 @@ double JsonField(const std::string& json, const std::string& key) {
 // `eraid status --interval N`: differences of the served array's counters, one line per
 // interval. A WA over less than 1 MiB of the interval's writes is "-" (JSON null).
 int StatusInterval(const std::string& dir, double interval, uint64_t count, bool json) {
-  const char* keys[] = {"user_written_bytes", "gc_written_bytes", "raid_written_bytes", "device_stored_bytes",
-                        "flash_written_bytes", "trimmed_bytes"};
+  const char* keys[] = {"user_written_bytes",  "gc_written_bytes",    "raid_written_bytes",
+                        "device_stored_bytes", "flash_written_bytes", "trimmed_bytes"};
   // Per volume: its request counts (name -> reads, writes), from status's "volumes" list.
   using Requests = std::map<std::string, std::pair<double, double>>;
   auto sample = [&](std::array<double, 6>* out, Requests* vols) -> Status {
@@ -104,29 +108,36 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     for (size_t i = 0; i < 6; ++i) (*out)[i] = JsonField(r.text, keys[i]);
     vols->clear();
     const size_t list = r.text.find("\"volumes\":[");
-    for (size_t at = r.text.find("{\"name\":\"", list); list != std::string::npos && at != std::string::npos;
+    for (size_t at = r.text.find("{\"name\":\"", list);
+         list != std::string::npos && at != std::string::npos;
          at = r.text.find("{\"name\":\"", at + 1)) {
       const size_t name_end = r.text.find('"', at + 9);
       const size_t obj_end = r.text.find('}', at);
       const std::string obj = r.text.substr(at, obj_end - at);
-      (*vols)[r.text.substr(at + 9, name_end - at - 9)] = {JsonField(obj, "read_requests"), JsonField(obj, "write_requests")};
+      (*vols)[r.text.substr(at + 9, name_end - at - 9)] = {JsonField(obj, "read_requests"),
+                                                           JsonField(obj, "write_requests")};
     }
     return Status::Ok();
   };
   std::array<double, 6> prev{}, cur{};
   Requests prev_vols, cur_vols;
   if (Status s = sample(&prev, &prev_vols); !s.ok()) {
-    if (s.code() == StatusCode::kNotFound) s = Status::NotFound("--interval needs the array served (eraid serve --dir " + dir + ")");
+    if (s.code() == StatusCode::kNotFound)
+      s = Status::NotFound("--interval needs the array served (eraid serve --dir " + dir + ")");
     return Die("status", s);
   }
-  auto wa = [](double w, double over) { return over < double(1 << 20) ? std::numeric_limits<double>::quiet_NaN() : w / over; };
+  auto wa = [](double w, double over) {
+    return over < double(1 << 20) ? std::numeric_limits<double>::quiet_NaN() : w / over;
+  };
   auto fixed = [](double v, int digits) {
     if (std::isnan(v)) return std::string("-");
     char b[32];
     std::snprintf(b, sizeof(b), "%.*f", digits, v);
     return std::string(b);
   };
-  if (!json) std::printf("%8s %10s %10s %10s %8s %8s %8s\n", "seconds", "user MB/s", "GC MB/s", "trim MB/s", "log WA", "RAID WA", "dev WAF");
+  if (!json)
+    std::printf("%8s %10s %10s %10s %8s %8s %8s\n", "seconds", "user MB/s", "GC MB/s", "trim MB/s",
+                "log WA", "RAID WA", "dev WAF");
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   for (uint64_t line = 0; count == 0 || line < count; ++line) {
@@ -144,22 +155,27 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     for (const auto& [name, rw] : cur_vols) {
       const auto p = prev_vols.count(name) ? prev_vols[name] : std::pair<double, double>{0, 0};
       const double r = (rw.first - p.first) / secs, w = (rw.second - p.second) / secs;
-      vol_json += std::string(vol_json.empty() ? "" : ",") + "{\"name\":\"" + name + "\",\"read_iops\":" + fixed(r, 0) +
-                  ",\"write_iops\":" + fixed(w, 0) + "}";
-      vol_text += "         " + name + ": " + fixed(r, 0) + " reads/s, " + fixed(w, 0) + " writes/s\n";
+      vol_json += std::string(vol_json.empty() ? "" : ",") + "{\"name\":\"" + name +
+                  "\",\"read_iops\":" + fixed(r, 0) + ",\"write_iops\":" + fixed(w, 0) + "}";
+      vol_text +=
+          "         " + name + ": " + fixed(r, 0) + " reads/s, " + fixed(w, 0) + " writes/s\n";
     }
     prev_vols = cur_vols;
-    const double log_wa = wa(d[0] + d[1], d[0]), raid_wa = wa(d[2], d[0] + d[1]), dev_waf = wa(d[4], d[3]);
+    const double log_wa = wa(d[0] + d[1], d[0]), raid_wa = wa(d[2], d[0] + d[1]),
+                 dev_waf = wa(d[4], d[3]);
     if (json) {
       auto num = [&](double v) { return std::isnan(v) ? std::string("null") : fixed(v, 6); };
-      std::printf("{\"seconds\":%s,\"user_bytes_per_sec\":%s,\"gc_bytes_per_sec\":%s,\"trimmed_bytes_per_sec\":%s,"
-                  "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s},\"volumes\":[%s]}\n",
-                  fixed(elapsed, 3).c_str(), fixed(d[0] / secs, 0).c_str(), fixed(d[1] / secs, 0).c_str(),
-                  fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(), num(dev_waf).c_str(),
-                  vol_json.c_str());
+      std::printf(
+          "{\"seconds\":%s,\"user_bytes_per_sec\":%s,\"gc_bytes_per_sec\":%s,\"trimmed_bytes_per_"
+          "sec\":%s,"
+          "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s},\"volumes\":[%s]}\n",
+          fixed(elapsed, 3).c_str(), fixed(d[0] / secs, 0).c_str(), fixed(d[1] / secs, 0).c_str(),
+          fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(),
+          num(dev_waf).c_str(), vol_json.c_str());
     } else {
-      std::printf("%8.1f %10.2f %10.2f %10.2f %8s %8s %8s\n", elapsed, d[0] / secs / 1e6, d[1] / secs / 1e6, d[5] / secs / 1e6,
-                  fixed(log_wa, 3).c_str(), fixed(raid_wa, 3).c_str(), fixed(dev_waf, 3).c_str());
+      std::printf("%8.1f %10.2f %10.2f %10.2f %8s %8s %8s\n", elapsed, d[0] / secs / 1e6,
+                  d[1] / secs / 1e6, d[5] / secs / 1e6, fixed(log_wa, 3).c_str(),
+                  fixed(raid_wa, 3).c_str(), fixed(dev_waf, 3).c_str());
       std::fputs(vol_text.c_str(), stdout);
     }
     std::fflush(stdout);
@@ -181,24 +197,29 @@ int VolumeCommand(int argc, char** argv) {
     return 0;
   }
   if (op != "create" && op != "list" && op != "resize" && op != "delete") {
-    return Die("volume", Status::InvalidArgument("give create, list, resize or delete (eraid volume --help)"), 2);
+    return Die("volume",
+               Status::InvalidArgument("give create, list, resize or delete (eraid volume --help)"),
+               2);
   }
   std::string dir, name, size;
   bool json = false;
   po::options_description desc(synopsis + "\noptions");
-  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
-      ("name", po::value(&name), "the volume (create, resize, delete)")
-      ("size", po::value(&size), "its size (create, resize), e.g. 512M, 2G")
-      ("json", po::bool_switch(&json), "print JSON");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+                                            "the array directory")(
+      "name", po::value(&name), "the volume (create, resize, delete)")(
+      "size", po::value(&size), "its size (create, resize), e.g. 512M, 2G")(
+      "json", po::bool_switch(&json), "print JSON");
   po::variables_map vm;
   if (int rc = Parse("volume " + op, desc, argc - 1, argv + 1, &vm); rc >= 0) return rc;
   std::vector<std::string> words{"volume", op};
   if (op != "list") {
-    if (name.empty()) return Die("volume", Status::InvalidArgument("--name is required to " + op), 2);
+    if (name.empty())
+      return Die("volume", Status::InvalidArgument("--name is required to " + op), 2);
     words.push_back(name);
   }
   if (op == "create" || op == "resize") {
-    if (size.empty()) return Die("volume", Status::InvalidArgument("--size is required to " + op), 2);
+    if (size.empty())
+      return Die("volume", Status::InvalidArgument("--size is required to " + op), 2);
     words.push_back(size);
   } else if (!size.empty()) {
     return Die("volume", Status::InvalidArgument("--size is only for create and resize"), 2);
@@ -215,32 +236,48 @@ int Create(int argc, char** argv) {
   double expansion = 2.0;
   bool force = false;
   po::options_description desc("eraid create --dir DIR [options]\noptions");
-  desc.add_options()("help,h", "this text")
-      ("dir", po::value(&dir)->required(), "directory for the manifest (and the drive files)")
-      ("devices", po::value(&devices)->default_value(devices), "drives, n+1 (3..16)")
-      ("device-size", po::value(&device_size)->default_value(device_size), "flash per emulated drive (e.g. 256M, 1G)")
-      ("device", po::value(&device_paths)->composing(), "a drive's flash, once per drive (default DIR/driveK): a file, a block device, or an NBD export on another host (nbd://HOST:PORT/EXPORT, nbds://... with ?tls-psk-file=FILE, nbd+unix:///EXPORT?socket=PATH)")
-      ("io-timeout", po::value(&io_timeout_s)->default_value(io_timeout_s), "seconds a remote drive's request may take before the drive is failed (0.001..86400; `eraid set` changes it)")
-      ("chunk", po::value(&chunk)->default_value(chunk), "RAID chunk (4K..1M, a power of two)")
-      ("rows-per-slot", po::value(&rows)->default_value(rows), "rows per segment slot")
-      ("expansion", po::value(&expansion)->default_value(expansion), "drive logical/physical size (1..16)")
-      ("compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")
-      ("flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")
-      ("placement", po::value(&placement)->default_value(placement), "sepbit | nosep | sepgc | dac | fadac | warcip | hybrid")
-      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
-      ("beta", po::value(&beta)->default_value(beta), "physical use target, a fraction of the flash (0.1..1)")
-      ("convert-rate", po::value(&convert_rate)->default_value(convert_rate), "background conversion limit, bytes/s (0 = none)")
-      ("hot-half-life", po::value(&hot_half_life_s)->default_value(hot_half_life_s), "seconds in which a segment's access count halves (2..3600): the scheduler's memory of what is hot")
-      ("gc", po::value(&gc)->default_value(gc), "when the log collects: free-space (when free segments run low) | gp (whenever garbage > 15%, as the SepBIT paper)")
-      ("force", po::bool_switch(&force), "overwrite an existing array");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+                                            "directory for the manifest (and the drive files)")(
+      "devices", po::value(&devices)->default_value(devices), "drives, n+1 (3..16)")(
+      "device-size", po::value(&device_size)->default_value(device_size),
+      "flash per emulated drive (e.g. 256M, 1G)")(
+      "device", po::value(&device_paths)->composing(),
+      "a drive's flash, once per drive (default DIR/driveK): a file, a block device, or an NBD "
+      "export on another host (nbd://HOST:PORT/EXPORT, nbds://... with ?tls-psk-file=FILE, "
+      "nbd+unix:///EXPORT?socket=PATH)")("io-timeout",
+                                         po::value(&io_timeout_s)->default_value(io_timeout_s),
+                                         "seconds a remote drive's request may take before the "
+                                         "drive is failed (0.001..86400; `eraid set` changes it)")(
+      "chunk", po::value(&chunk)->default_value(chunk), "RAID chunk (4K..1M, a power of two)")(
+      "rows-per-slot", po::value(&rows)->default_value(rows), "rows per segment slot")(
+      "expansion", po::value(&expansion)->default_value(expansion),
+      "drive logical/physical size (1..16)")(
+      "compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")(
+      "flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")(
+      "placement", po::value(&placement)->default_value(placement),
+      "sepbit | nosep | sepgc | dac | fadac | warcip | hybrid")(
+      "policy", po::value(&policy)->default_value(policy),
+      "conversion policy: elastic | raid5 | raid10 | manual")(
+      "beta", po::value(&beta)->default_value(beta),
+      "physical use target, a fraction of the flash (0.1..1)")(
+      "convert-rate", po::value(&convert_rate)->default_value(convert_rate),
+      "background conversion limit, bytes/s (0 = none)")(
+      "hot-half-life", po::value(&hot_half_life_s)->default_value(hot_half_life_s),
+      "seconds in which a segment's access count halves (2..3600): the scheduler's memory of what "
+      "is hot")("gc", po::value(&gc)->default_value(gc),
+                "when the log collects: free-space (when free segments run low) | gp (whenever "
+                "garbage > 15%, as the SepBIT paper)")("force", po::bool_switch(&force),
+                                                       "overwrite an existing array");
   po::variables_map vm;
   if (int rc = Parse("create", desc, argc, argv, &vm); rc >= 0) return rc;
   ArrayDirOptions o;
   o.devices = devices;
   o.device_paths = device_paths;
   if (!device_paths.empty() && !vm["devices"].defaulted() && devices != device_paths.size()) {
-    return Die("create", Status::InvalidArgument("--devices " + std::to_string(devices) + " but " +
-                                                 std::to_string(device_paths.size()) + " --device paths"), 2);
+    return Die("create",
+               Status::InvalidArgument("--devices " + std::to_string(devices) + " but " +
+                                       std::to_string(device_paths.size()) + " --device paths"),
+               2);
   }
   if (!device_paths.empty()) o.devices = static_cast<uint32_t>(device_paths.size());
   auto size = ParseSize(device_size);
@@ -252,12 +289,15 @@ int Create(int argc, char** argv) {
   if (flashalloc != "on" && flashalloc != "off") {
     return Die("create", Status::InvalidArgument("--flashalloc must be on or off"), 2);
   }
-  if (gc != "free-space" && gc != "gp") return Die("create", Status::InvalidArgument("--gc must be free-space or gp"), 2);
+  if (gc != "free-space" && gc != "gp")
+    return Die("create", Status::InvalidArgument("--gc must be free-space or gp"), 2);
   auto pol = ParsePolicy(policy);
   if (!pol.ok()) return Die("create", pol.status(), 2);
-  if (!(beta >= 0.1 && beta <= 1.0)) return Die("create", Status::InvalidArgument("--beta must be 0.1..1"), 2);
+  if (!(beta >= 0.1 && beta <= 1.0))
+    return Die("create", Status::InvalidArgument("--beta must be 0.1..1"), 2);
   auto rate = ParseSize(convert_rate);
-  if (!rate.ok()) return Die("create", Status::InvalidArgument("--convert-rate: " + rate.status().message()), 2);
+  if (!rate.ok())
+    return Die("create", Status::InvalidArgument("--convert-rate: " + rate.status().message()), 2);
   o.scheduler.policy = *pol;
   o.scheduler.beta = beta;
   o.scheduler.rate_bytes_per_sec = *rate;
@@ -265,14 +305,16 @@ int Create(int argc, char** argv) {
     return Die("create", Status::InvalidArgument("--hot-half-life must be 2..3600 seconds"), 2);
   }
   o.scheduler.hotness.half_life_ms = static_cast<uint64_t>(hot_half_life_s * 1000);
-  if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) || (*chunk_bytes & (*chunk_bytes - 1)) != 0 ||
-      *chunk_bytes > (1u << 20)) {
-    return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"), 2);
+  if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) ||
+      (*chunk_bytes & (*chunk_bytes - 1)) != 0 || *chunk_bytes > (1u << 20)) {
+    return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"),
+               2);
   }
   if (!(expansion >= 1.0 && expansion <= 16.0)) {
     return Die("create", Status::InvalidArgument("--expansion must be 1..16"), 2);
   }
-  if (rows < 1 || rows > 4096) return Die("create", Status::InvalidArgument("--rows-per-slot must be 1..4096"), 2);
+  if (rows < 1 || rows > 4096)
+    return Die("create", Status::InvalidArgument("--rows-per-slot must be 1..4096"), 2);
   if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
     return Die("create", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
   }
@@ -285,9 +327,11 @@ int Create(int argc, char** argv) {
   o.array.rows_per_slot = rows;
   o.volume.placement = placement;
   o.volume.gc_when = gc == "gp" ? GcTrigger::kGarbageProportion : GcTrigger::kFreeSpace;
-  if (ArrayInUse(dir)) return Die("create", Status::Busy("the array in " + dir + " is in use (served?)"));
+  if (ArrayInUse(dir))
+    return Die("create", Status::Busy("the array in " + dir + " is in use (served?)"));
   auto a = ArrayDir::Create(dir, o, force);
-  if (!a.ok()) return Die("create", a.status(), a.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  if (!a.ok())
+    return Die("create", a.status(), a.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   if (Status s = (*a)->Close(); !s.ok()) return Die("create", s);
   std::cout << "created " << dir << ": " << o.devices << " drives, volume of "
             << BlocksToBytes((*a)->volume().capacity_blocks()) / 1048576 << " MiB\n";
@@ -299,10 +343,14 @@ int Set(int argc, char** argv) {
   std::string dir;
   double io_timeout_s = 0;
   po::options_description desc(
-      "eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array: while it is served, at once (every remote drive's\n"
-      "connection takes the new deadline, requests in flight included) and in its manifest;\notherwise in the manifest.\noptions");
-  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
-      ("io-timeout", po::value(&io_timeout_s)->required(), "seconds a remote drive's request may take before the drive is failed (0.001..86400)");
+      "eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array: while it is "
+      "served, at once (every remote drive's\n"
+      "connection takes the new deadline, requests in flight included) and in its "
+      "manifest;\notherwise in the manifest.\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+                                            "the array directory")(
+      "io-timeout", po::value(&io_timeout_s)->required(),
+      "seconds a remote drive's request may take before the drive is failed (0.001..86400)");
   po::variables_map vm;
   if (int rc = Parse("set", desc, argc, argv, &vm); rc >= 0) return rc;
   if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
@@ -311,7 +359,8 @@ int Set(int argc, char** argv) {
   const auto ms = static_cast<uint32_t>(std::llround(io_timeout_s * 1000));
   auto reply = AdminCall(dir, {"set-io-timeout", std::to_string(ms)}, nullptr);
   if (reply.ok()) {  // served: the server changes it, live
-    (reply->rc == 0 ? std::cout : std::cerr) << (reply->rc == 0 ? "" : "eraid set: ") << reply->text;
+    (reply->rc == 0 ? std::cout : std::cerr)
+        << (reply->rc == 0 ? "" : "eraid set: ") << reply->text;
     return reply->rc;
   }
   if (reply.status().code() != StatusCode::kNotFound) return Die("set", reply.status());
@@ -334,22 +383,26 @@ int Serve(int argc, char** argv) {
       "Serves the array's volume over NBD: nbdkit with the eraid plugin. Clients:\n"
       "  fio --ioengine=nbd --uri=nbd+unix:///?socket=DIR/nbd.sock, nbdcopy, qemu-img.\n"
       "options");
-  desc.add_options()("help,h", "this text")
-      ("dir", po::value(&o.dir)->required(), "the array directory")
-      ("socket", po::value(&o.socket), "Unix socket to listen on (default DIR/nbd.sock), mode 0600")
-      ("tcp", po::value(&o.tcp), "listen on ADDR:PORT instead; only with TLS")
-      ("tls-psk", po::value(&o.tls_psk), "TLS pre-shared keys file (psktool format), for --tcp")
-      ("tls-certificates", po::value(&o.tls_certificates), "TLS certificates directory, for --tcp")
-      ("threads", po::value(&o.threads)->default_value(o.threads), "nbdkit threads per connection (0: one per core; 16 if a drive is remote)")
-      ("daemon", po::bool_switch(&daemon), "serve in the background (log in DIR/serve.log); stop with eraid stop")
-      ("nbdkit", po::value(&o.nbdkit)->default_value(o.nbdkit), "the nbdkit binary")
-      ("plugin", po::value(&o.plugin), "the eraid plugin (default: next to this binary)");
+  desc.add_options()("help,h", "this text")("dir", po::value(&o.dir)->required(),
+                                            "the array directory")(
+      "socket", po::value(&o.socket), "Unix socket to listen on (default DIR/nbd.sock), mode 0600")(
+      "tcp", po::value(&o.tcp), "listen on ADDR:PORT instead; only with TLS")(
+      "tls-psk", po::value(&o.tls_psk), "TLS pre-shared keys file (psktool format), for --tcp")(
+      "tls-certificates", po::value(&o.tls_certificates), "TLS certificates directory, for --tcp")(
+      "threads", po::value(&o.threads)->default_value(o.threads),
+      "nbdkit threads per connection (0: one per core; 16 if a drive is remote)")(
+      "daemon", po::bool_switch(&daemon),
+      "serve in the background (log in DIR/serve.log); stop with eraid stop")(
+      "nbdkit", po::value(&o.nbdkit)->default_value(o.nbdkit), "the nbdkit binary")(
+      "plugin", po::value(&o.plugin), "the eraid plugin (default: next to this binary)");
   po::variables_map vm;
   if (int rc = Parse("serve", desc, argc, argv, &vm); rc >= 0) return rc;
   {
     ServeOptions check = o;
     auto cmd = NbdkitCommand(check);
-    if (!cmd.ok()) return Die("serve", cmd.status(), cmd.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+    if (!cmd.ok())
+      return Die("serve", cmd.status(),
+                 cmd.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
     o = check;
   }
   if (daemon) {
@@ -365,8 +418,8 @@ int Serve(int argc, char** argv) {
         }
         if (AdminCall(o.dir, {"status", "--json"}, nullptr).ok() &&
             (o.socket.empty() || std::filesystem::exists(o.socket))) {
-          std::cout << "serving " << o.dir << " on " << (o.tcp.empty() ? o.socket : o.tcp) << " (pid " << pid
-                    << "); stop with: eraid stop --dir " << o.dir << "\n";
+          std::cout << "serving " << o.dir << " on " << (o.tcp.empty() ? o.socket : o.tcp)
+                    << " (pid " << pid << "); stop with: eraid stop --dir " << o.dir << "\n";
           return 0;
         }
         ::usleep(50000);
@@ -403,12 +456,15 @@ int Serve(int argc, char** argv) {
 
 int Stop(int argc, char** argv) {
   std::string dir;
-  po::options_description desc("eraid stop --dir DIR\nStops the server of the array and waits until it is closed.\noptions");
-  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory");
+  po::options_description desc(
+      "eraid stop --dir DIR\nStops the server of the array and waits until it is closed.\noptions");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+                                            "the array directory");
   po::variables_map vm;
   if (int rc = Parse("stop", desc, argc, argv, &vm); rc >= 0) return rc;
   Status s = StopServer(dir);
-  if (s.code() == StatusCode::kNotFound) return Die("stop", Status::NotFound("nothing serves " + dir));
+  if (s.code() == StatusCode::kNotFound)
+    return Die("stop", Status::NotFound("nothing serves " + dir));
   if (!s.ok()) return Die("stop", s);
   std::cout << "stopped " << dir << "\n";
   return 0;
@@ -421,44 +477,86 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   uint32_t bins = 20;
   bool json = false;
   std::string synopsis;
-  if (name == "status") synopsis = "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith --interval: while served, one line per N seconds with that interval's writes and WA per layer (like iostat),\nand each volume's reads and writes per second.";
-  if (name == "fail") synopsis = "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on degraded.";
-  if (name == "replace") synopsis = "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online.";
-  if (name == "re-add") synopsis = "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive that left, then rebuilds only the segments written, converted or freed since.\nRefused for a drive that is another one or an older image, or failed before the server started: use replace.";
-  if (name == "scrub") synopsis = "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; repairs what it can. Exit 1 if anything is unrepairable.";
-  if (name == "convert") synopsis = "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one sealed segment, or all of them (paced to --rate user bytes per second).";
-  if (name == "inspect") synopsis = "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, highest, and with --json a histogram over N equal parts of\nthe volume) and, while served, its hotness (decayed accesses, and per written block).";
+  if (name == "status")
+    synopsis =
+        "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, "
+        "physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith "
+        "--interval: while served, one line per N seconds with that interval's writes and WA per "
+        "layer (like iostat),\nand each volume's reads and writes per second.";
+  if (name == "fail")
+    synopsis =
+        "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on "
+        "degraded.";
+  if (name == "replace")
+    synopsis =
+        "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K "
+        "onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online.";
+  if (name == "re-add")
+    synopsis =
+        "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed "
+        "by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive "
+        "that left, then rebuilds only the segments written, converted or freed since.\nRefused "
+        "for a drive that is another one or an older image, or failed before the server started: "
+        "use replace.";
+  if (name == "scrub")
+    synopsis =
+        "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; "
+        "repairs what it can. Exit 1 if anything is unrepairable.";
+  if (name == "convert")
+    synopsis =
+        "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one "
+        "sealed segment, or all of them (paced to --rate user bytes per second).";
+  if (name == "inspect")
+    synopsis =
+        "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the "
+        "segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, "
+        "highest, and with --json a histogram over N equal parts of\nthe volume) and, while "
+        "served, its hotness (decayed accesses, and per written block).";
   po::options_description desc(synopsis + "\noptions");
-  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(), "the array directory")
-      ("json", po::bool_switch(&json), "print JSON");
-  if (name == "fail" || name == "replace" || name == "re-add") desc.add_options()("device", po::value(&device)->required(), "device index");
-  if (name == "re-add") desc.add_options()("rate", po::value(&rate)->default_value(rate), "resync write rate limit, bytes/s (e.g. 100M; 0 = none)");
+  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+                                            "the array directory")("json", po::bool_switch(&json),
+                                                                   "print JSON");
+  if (name == "fail" || name == "replace" || name == "re-add")
+    desc.add_options()("device", po::value(&device)->required(), "device index");
+  if (name == "re-add")
+    desc.add_options()("rate", po::value(&rate)->default_value(rate),
+                       "resync write rate limit, bytes/s (e.g. 100M; 0 = none)");
   if (name == "replace") {
-    desc.add_options()("with", po::value(&with), "a new file, block device or NBD URI for the drive (required for a remote drive)")
-        ("rate", po::value(&rate)->default_value(rate), "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)");
+    desc.add_options()(
+        "with", po::value(&with),
+        "a new file, block device or NBD URI for the drive (required for a remote drive)")(
+        "rate", po::value(&rate)->default_value(rate),
+        "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)");
   }
   if (name == "convert") {
-    desc.add_options()("to", po::value(&to)->required(), "raid5 | raid10")
-        ("segment", po::value(&segment)->default_value(segment), "a segment index, or all")
-        ("rate", po::value(&rate)->default_value(rate), "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
+    desc.add_options()("to", po::value(&to)->required(), "raid5 | raid10")(
+        "segment", po::value(&segment)->default_value(segment), "a segment index, or all")(
+        "rate", po::value(&rate)->default_value(rate),
+        "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
   }
   double interval = 0;
   uint64_t count = 0;
   if (name == "status") {
-    desc.add_options()("interval", po::value(&interval), "seconds per line of figures over that interval (0.1..3600)")
-        ("count", po::value(&count), "with --interval: stop after this many lines (default: until interrupted)");
+    desc.add_options()("interval", po::value(&interval),
+                       "seconds per line of figures over that interval (0.1..3600)")(
+        "count", po::value(&count),
+        "with --interval: stop after this many lines (default: until interrupted)");
   }
-  if (name == "inspect") desc.add_options()("bins", po::value(&bins)->default_value(bins), "histogram bins over the volume's LBAs (1..1000)");
+  if (name == "inspect")
+    desc.add_options()("bins", po::value(&bins)->default_value(bins),
+                       "histogram bins over the volume's LBAs (1..1000)");
   po::variables_map vm;
   if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
   if (vm.count("interval")) {
-    if (!(interval >= 0.1 && interval <= 3600)) return Die(name, Status::InvalidArgument("--interval must be 0.1..3600 seconds"), 2);
+    if (!(interval >= 0.1 && interval <= 3600))
+      return Die(name, Status::InvalidArgument("--interval must be 0.1..3600 seconds"), 2);
     return StatusInterval(dir, interval, count, json);
   }
   if (vm.count("count")) return Die(name, Status::InvalidArgument("--count needs --interval"), 2);
   std::vector<std::string> words{name};
   if (name == "inspect") {
-    if (bins < 1 || bins > 1000) return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);
+    if (bins < 1 || bins > 1000)
+      return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);
     words.push_back(std::to_string(bins));
   }
   if (name == "fail" || name == "replace" || name == "re-add") {

@@ -20,9 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/program_options.hpp>
 #include <algorithm>
 #include <atomic>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,8 +66,8 @@ void MakeBlock(uint64_t seed, uint64_t lba, uint64_t version, std::byte* out) {
 }
 
 struct Slot {
-  uint64_t durable = 0;               // version on disk for sure (0: zeros)
-  std::vector<uint64_t> maybe;        // written (or trimmed: 0) since, not yet durable
+  uint64_t durable = 0;         // version on disk for sure (0: zeros)
+  std::vector<uint64_t> maybe;  // written (or trimmed: 0) since, not yet durable
 };
 
 struct Totals {
@@ -100,7 +100,8 @@ class Harness {
     a->reset();
     ledger_.assign(span_, Slot{});
     std::printf("eraid-crash: seed %llu, %u kills, %u connections, span %llu blocks, array in %s\n",
-                (unsigned long long)o_.seed, o_.kills, o_.connections, (unsigned long long)span_, dir_.c_str());
+                (unsigned long long)o_.seed, o_.kills, o_.connections, (unsigned long long)span_,
+                dir_.c_str());
     std::fflush(stdout);
     for (uint32_t k = 0; k <= o_.kills; ++k) {
       if (int rc = Serve(); rc != 0) return rc;
@@ -108,8 +109,9 @@ class Harness {
       if (k == o_.kills) break;
       if (int rc = LoadAndKill(k); rc != 0) return rc;
       if (k % 5 == 4 || k + 1 == o_.kills) {
-        std::fprintf(stderr, "eraid-crash: %u/%u kills, %llu writes, %llu blocks verified\n", k + 1, o_.kills,
-                     (unsigned long long)totals_.writes.load(), (unsigned long long)verified_);
+        std::fprintf(stderr, "eraid-crash: %u/%u kills, %llu writes, %llu blocks verified\n", k + 1,
+                     o_.kills, (unsigned long long)totals_.writes.load(),
+                     (unsigned long long)verified_);
       }
     }
     auto scrub = AdminCall(dir_, {"scrub", "--json"}, nullptr);
@@ -119,18 +121,21 @@ class Harness {
     if (Status s = StopServer(dir_); !s.ok()) return Fail("stop: " + s.ToString());
     Reap();
     if (mismatches != 0 || unrepairable != 0) return Fail("scrub after the kills: " + scrub->text);
-    std::printf("eraid-crash: seed %llu: %u kills, %llu writes (%llu FUA), %llu trims, %llu flushes, "
-                "%llu blocks verified, 0 lost or wrong; scrub 0 mismatches\n",
-                (unsigned long long)o_.seed, o_.kills, (unsigned long long)totals_.writes.load(),
-                (unsigned long long)totals_.fua.load(), (unsigned long long)totals_.trims.load(),
-                (unsigned long long)totals_.flushes.load(), (unsigned long long)verified_);
+    std::printf(
+        "eraid-crash: seed %llu: %u kills, %llu writes (%llu FUA), %llu trims, %llu flushes, "
+        "%llu blocks verified, 0 lost or wrong; scrub 0 mismatches\n",
+        (unsigned long long)o_.seed, o_.kills, (unsigned long long)totals_.writes.load(),
+        (unsigned long long)totals_.fua.load(), (unsigned long long)totals_.trims.load(),
+        (unsigned long long)totals_.flushes.load(), (unsigned long long)verified_);
     return 0;
   }
 
  private:
   int Fail(const std::string& what) {
-    std::fprintf(stderr, "eraid-crash: seed %llu: FAILED: %s\n  (array kept in %s; replay with --seed %llu)\n",
-                 (unsigned long long)o_.seed, what.c_str(), dir_.c_str(), (unsigned long long)o_.seed);
+    std::fprintf(
+        stderr,
+        "eraid-crash: seed %llu: FAILED: %s\n  (array kept in %s; replay with --seed %llu)\n",
+        (unsigned long long)o_.seed, what.c_str(), dir_.c_str(), (unsigned long long)o_.seed);
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       Reap();
@@ -186,14 +191,17 @@ class Harness {
         MakeBlock(o_.seed, lba, version, want.data());
         Slot& slot = ledger_[lba];
         const bool whole = std::memcmp(got, want.data(), kBlockSize) == 0;
-        const bool allowed = version == slot.durable ||
-                             std::find(slot.maybe.begin(), slot.maybe.end(), version) != slot.maybe.end();
+        const bool allowed =
+            version == slot.durable ||
+            std::find(slot.maybe.begin(), slot.maybe.end(), version) != slot.maybe.end();
         if (!whole || !allowed) {
           std::string maybe;
           for (uint64_t v : slot.maybe) maybe += " " + std::to_string(v);
           nbd_close(h);
-          return Fail("after kill " + std::to_string(round) + ", LBA " + std::to_string(lba) + ": " +
-                      (whole ? "version " + std::to_string(version) : std::string("a torn or foreign block")) +
+          return Fail("after kill " + std::to_string(round) + ", LBA " + std::to_string(lba) +
+                      ": " +
+                      (whole ? "version " + std::to_string(version)
+                             : std::string("a torn or foreign block")) +
                       "; durable " + std::to_string(slot.durable) + ", maybe {" + maybe + " }");
         }
         slot.durable = version;
@@ -244,7 +252,8 @@ class Harness {
             MakeBlock(o_.seed, lba, version, block.data());
             slot.maybe.push_back(version);
             const bool fua = kind < 7;
-            rc = nbd_pwrite(h, block.data(), kBlockSize, lba * kBlockSize, fua ? LIBNBD_CMD_FLAG_FUA : 0);
+            rc = nbd_pwrite(h, block.data(), kBlockSize, lba * kBlockSize,
+                            fua ? LIBNBD_CMD_FLAG_FUA : 0);
             if (rc == 0) {
               totals_.writes++;
               if (fua) {
@@ -301,20 +310,26 @@ int main(int argc, char** argv) {
   std::string size = "32M", policy = "elastic";
   bool soak = false;
   po::options_description desc(
-      "eraid-crash [options]: SIGKILLs the NBD server under writes at seeded random moments, restarts\n"
+      "eraid-crash [options]: SIGKILLs the NBD server under writes at seeded random moments, "
+      "restarts\n"
       "it, and verifies every block against a ledger of what was acknowledged durable.\noptions");
-  desc.add_options()("help,h", "this text")
-      ("seed", po::value(&o.seed), "random seed (default: ERAID_SEED, else a fresh one; printed either way)")
-      ("kills", po::value(&o.kills)->default_value(o.kills), "server kills")
-      ("soak", po::bool_switch(&soak), "a long run: 200 kills unless --kills says otherwise")
-      ("connections", po::value(&o.connections)->default_value(o.connections), "writing NBD connections")
-      ("device-size", po::value(&size)->default_value(size), "flash per emulated drive")
-      ("min-ms", po::value(&o.min_ms)->default_value(o.min_ms), "shortest time from the connections being up to a kill")
-      ("max-ms", po::value(&o.max_ms)->default_value(o.max_ms), "longest time from the connections being up to a kill")
-      ("policy", po::value(&policy)->default_value(policy), "conversion policy: elastic | raid5 | raid10 | manual")
-      ("dir", po::value(&o.dir), "where the array goes (default: a new temporary folder)")
-      ("plugin", po::value(&o.plugin), "the nbdkit plugin (default: next to this program)")
-      ("keep", po::bool_switch(&o.keep), "keep the array afterwards");
+  desc.add_options()("help,h", "this text")(
+      "seed", po::value(&o.seed),
+      "random seed (default: ERAID_SEED, else a fresh one; printed either way)")(
+      "kills", po::value(&o.kills)->default_value(o.kills), "server kills")(
+      "soak", po::bool_switch(&soak), "a long run: 200 kills unless --kills says otherwise")(
+      "connections", po::value(&o.connections)->default_value(o.connections),
+      "writing NBD connections")("device-size", po::value(&size)->default_value(size),
+                                 "flash per emulated drive")(
+      "min-ms", po::value(&o.min_ms)->default_value(o.min_ms),
+      "shortest time from the connections being up to a kill")(
+      "max-ms", po::value(&o.max_ms)->default_value(o.max_ms),
+      "longest time from the connections being up to a kill")(
+      "policy", po::value(&policy)->default_value(policy),
+      "conversion policy: elastic | raid5 | raid10 | manual")(
+      "dir", po::value(&o.dir), "where the array goes (default: a new temporary folder)")(
+      "plugin", po::value(&o.plugin), "the nbdkit plugin (default: next to this program)")(
+      "keep", po::bool_switch(&o.keep), "keep the array afterwards");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-crash", desc, argc, argv, &vm); rc >= 0) return rc;
   if (soak && vm["kills"].defaulted()) o.kills = 200;
@@ -351,6 +366,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   Harness h(o);
   const int rc = h.Run();
-  if (rc == 0 && temporary && !o.keep) std::filesystem::remove_all(std::filesystem::path(o.dir).parent_path());
+  if (rc == 0 && temporary && !o.keep)
+    std::filesystem::remove_all(std::filesystem::path(o.dir).parent_path());
   return rc;
 }

@@ -7,8 +7,8 @@
 // selection, or every combination asked for (`--placement all --selection all`) — runs on
 // a thread of its own against the same batches, so parsing overlaps replaying and a sweep
 // of schemes costs one read of the trace.
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -77,9 +77,9 @@ struct StringHash {
 
 // What a pass over the trace learns besides its requests.
 struct TraceInfo {
-  std::vector<std::string> volumes;      // by index, in order of first appearance
-  std::vector<uint64_t> wss_blocks;      // distinct blocks written, per volume
-  std::vector<uint64_t> requests;        // write requests, per volume
+  std::vector<std::string> volumes;  // by index, in order of first appearance
+  std::vector<uint64_t> wss_blocks;  // distinct blocks written, per volume
+  std::vector<uint64_t> requests;    // write requests, per volume
   uint64_t lines = 0, written_blocks = 0;
 };
 
@@ -125,7 +125,8 @@ Status Decode(const Options& o, TraceFormat format, TraceInfo* info,
     const uint32_t vol = it->second;
     if (!selected[vol]) continue;
     std::vector<bool>& w = written[vol];
-    if (v.lba + v.blocks > w.size()) w.resize(std::max<uint64_t>(v.lba + v.blocks, w.size() * 3 / 2));
+    if (v.lba + v.blocks > w.size())
+      w.resize(std::max<uint64_t>(v.lba + v.blocks, w.size() * 3 / 2));
     for (uint32_t i = 0; i < v.blocks; ++i) {
       if (!w[v.lba + i]) {
         w[v.lba + i] = true;
@@ -148,7 +149,8 @@ Status Decode(const Options& o, TraceFormat format, TraceInfo* info,
 
 // FK and the oracle need each write's future: for the i-th user-written block of a volume, how many
 // user writes later its LBA is written again. A first pass over the trace, per volume.
-Result<std::vector<std::shared_ptr<std::vector<uint64_t>>>> FutureLifespans(const Options& o, TraceFormat f) {
+Result<std::vector<std::shared_ptr<std::vector<uint64_t>>>> FutureLifespans(const Options& o,
+                                                                            TraceFormat f) {
   std::vector<std::shared_ptr<std::vector<uint64_t>>> out;
   std::vector<std::unordered_map<uint64_t, uint64_t>> last;  // volume -> lba -> index
   TraceInfo info;
@@ -264,7 +266,8 @@ Totals Sum(const Replay& r) {
     if (!v.engine) continue;
     t.user += v.engine->stats().user_blocks;
     t.gc += v.engine->stats().gc_blocks;
-    t.gps.insert(t.gps.end(), v.engine->stats().victim_gps.begin(), v.engine->stats().victim_gps.end());
+    t.gps.insert(t.gps.end(), v.engine->stats().victim_gps.begin(),
+                 v.engine->stats().victim_gps.end());
   }
   return t;
 }
@@ -272,33 +275,38 @@ Totals Sum(const Replay& r) {
 std::string Json(const Options& o, const Replay& r, const TraceInfo& info, double secs) {
   const Totals t = Sum(r);
   std::ostringstream js;
-  js << "{\"trace\":\"" << o.trace << "\",\"placement\":\"" << r.placement << "\",\"selection\":\"" << r.selection
-     << "\",\"segment_blocks\":" << o.segment_blocks << ",\"gp\":" << o.gp << ",\"volumes\":[";
+  js << "{\"trace\":\"" << o.trace << "\",\"placement\":\"" << r.placement << "\",\"selection\":\""
+     << r.selection << "\",\"segment_blocks\":" << o.segment_blocks << ",\"gp\":" << o.gp
+     << ",\"volumes\":[";
   bool first = true;
   for (size_t i = 0; i < r.volumes.size(); ++i) {
     const VolumeRun& v = r.volumes[i];
     if (!v.engine) continue;
     const EngineStats& st = v.engine->stats();
-    js << (first ? "" : ",") << "{\"volume\":\"" << info.volumes[i] << "\",\"user_blocks\":" << st.user_blocks
-       << ",\"gc_blocks\":" << st.gc_blocks << ",\"wa\":" << st.wa() << ",\"wss_blocks\":" << info.wss_blocks[i]
+    js << (first ? "" : ",") << "{\"volume\":\"" << info.volumes[i]
+       << "\",\"user_blocks\":" << st.user_blocks << ",\"gc_blocks\":" << st.gc_blocks
+       << ",\"wa\":" << st.wa() << ",\"wss_blocks\":" << info.wss_blocks[i]
        << ",\"median_victim_gp\":" << Median(st.victim_gps)
-       << ",\"fifo_peak_unique_lbas\":" << v.placement->stats().fifo_unique_lbas_peak << ",\"user_per_class\":[";
-    for (size_t c = 0; c < st.user_per_class.size(); ++c) js << (c ? "," : "") << st.user_per_class[c];
+       << ",\"fifo_peak_unique_lbas\":" << v.placement->stats().fifo_unique_lbas_peak
+       << ",\"user_per_class\":[";
+    for (size_t c = 0; c < st.user_per_class.size(); ++c)
+      js << (c ? "," : "") << st.user_per_class[c];
     js << "],\"gc_per_class\":[";
     for (size_t c = 0; c < st.gc_per_class.size(); ++c) js << (c ? "," : "") << st.gc_per_class[c];
     js << "]}";
     first = false;
   }
-  js << "],\"overall\":{\"user_blocks\":" << t.user << ",\"gc_blocks\":" << t.gc << ",\"wa\":" << t.wa()
-     << ",\"median_victim_gp\":" << Median(t.gps) << ",\"seconds\":" << secs << ",\"replay_seconds\":" << r.seconds
+  js << "],\"overall\":{\"user_blocks\":" << t.user << ",\"gc_blocks\":" << t.gc
+     << ",\"wa\":" << t.wa() << ",\"median_victim_gp\":" << Median(t.gps) << ",\"seconds\":" << secs
+     << ",\"replay_seconds\":" << r.seconds
      << ",\"blocks_per_second\":" << (secs > 0 ? double(info.written_blocks) / secs : 0)
      << ",\"peak_rss_kib\":" << PeakRssKiB() << "}}";
   return js.str();
 }
 
 void PrintVolumes(const Replay& r, const TraceInfo& info) {
-  std::printf("%-14s %12s %12s %8s %10s %10s %12s  %s\n", "volume", "user_blocks", "gc_blocks", "WA", "victim_GP",
-              "WSS_MiB", "FIFO_peak", "user/gc writes per class");
+  std::printf("%-14s %12s %12s %8s %10s %10s %12s  %s\n", "volume", "user_blocks", "gc_blocks",
+              "WA", "victim_GP", "WSS_MiB", "FIFO_peak", "user/gc writes per class");
   for (size_t i = 0; i < r.volumes.size(); ++i) {
     const VolumeRun& v = r.volumes[i];
     if (!v.engine) continue;
@@ -309,45 +317,50 @@ void PrintVolumes(const Replay& r, const TraceInfo& info) {
       classes += std::to_string(st.user_per_class[c]) + "/" + std::to_string(st.gc_per_class[c]);
     }
     std::printf("%-14s %12llu %12llu %8.4f %10.3f %10.1f %12llu  %s\n", info.volumes[i].c_str(),
-                (unsigned long long)st.user_blocks, (unsigned long long)st.gc_blocks, st.wa(), Median(st.victim_gps),
-                info.wss_blocks[i] / 256.0, (unsigned long long)v.placement->stats().fifo_unique_lbas_peak,
-                classes.c_str());
+                (unsigned long long)st.user_blocks, (unsigned long long)st.gc_blocks, st.wa(),
+                Median(st.victim_gps), info.wss_blocks[i] / 256.0,
+                (unsigned long long)v.placement->stats().fifo_unique_lbas_peak, classes.c_str());
   }
   const Totals t = Sum(r);
-  std::printf("%-14s %12llu %12llu %8.4f %10.3f\n", "overall", (unsigned long long)t.user, (unsigned long long)t.gc,
-              t.wa(), Median(t.gps));
+  std::printf("%-14s %12llu %12llu %8.4f %10.3f\n", "overall", (unsigned long long)t.user,
+              (unsigned long long)t.gc, t.wa(), Median(t.gps));
 }
 
-void Report(const Options& o, const std::vector<std::unique_ptr<Replay>>& runs, const TraceInfo& info, double secs) {
+void Report(const Options& o, const std::vector<std::unique_ptr<Replay>>& runs,
+            const TraceInfo& info, double secs) {
   if (o.json) {
     for (const auto& r : runs) std::cout << Json(o, *r, info, secs) << "\n";
     return;
   }
   if (o.csv) {
-    std::printf("placement,selection,segment_blocks,gp,user_blocks,gc_blocks,wa,median_victim_gp,replay_seconds\n");
+    std::printf(
+        "placement,selection,segment_blocks,gp,user_blocks,gc_blocks,wa,median_victim_gp,replay_"
+        "seconds\n");
     for (const auto& r : runs) {
       const Totals t = Sum(*r);
-      std::printf("%s,%s,%u,%g,%llu,%llu,%.6f,%.4f,%.3f\n", r->placement.c_str(), r->selection.c_str(),
-                  o.segment_blocks, o.gp, (unsigned long long)t.user, (unsigned long long)t.gc, t.wa(), Median(t.gps),
-                  r->seconds);
+      std::printf("%s,%s,%u,%g,%llu,%llu,%.6f,%.4f,%.3f\n", r->placement.c_str(),
+                  r->selection.c_str(), o.segment_blocks, o.gp, (unsigned long long)t.user,
+                  (unsigned long long)t.gc, t.wa(), Median(t.gps), r->seconds);
     }
     return;
   }
   if (runs.size() == 1) {
     PrintVolumes(*runs[0], info);
   } else {
-    std::printf("%-8s %-13s %12s %12s %8s %10s %9s\n", "scheme", "selection", "user_blocks", "gc_blocks", "WA",
-                "victim_GP", "replay_s");
+    std::printf("%-8s %-13s %12s %12s %8s %10s %9s\n", "scheme", "selection", "user_blocks",
+                "gc_blocks", "WA", "victim_GP", "replay_s");
     for (const auto& r : runs) {
       const Totals t = Sum(*r);
-      std::printf("%-8s %-13s %12llu %12llu %8.4f %10.3f %9.2f\n", r->placement.c_str(), r->selection.c_str(),
-                  (unsigned long long)t.user, (unsigned long long)t.gc, t.wa(), Median(t.gps), r->seconds);
+      std::printf("%-8s %-13s %12llu %12llu %8.4f %10.3f %9.2f\n", r->placement.c_str(),
+                  r->selection.c_str(), (unsigned long long)t.user, (unsigned long long)t.gc,
+                  t.wa(), Median(t.gps), r->seconds);
     }
   }
-  std::printf("replayed %llu blocks%s in %.2f s (%.2f M blocks/s per replay), peak memory %.1f MiB\n",
-              (unsigned long long)info.written_blocks,
-              runs.size() == 1 ? "" : (" × " + std::to_string(runs.size()) + " replays").c_str(), secs,
-              secs > 0 ? info.written_blocks / secs / 1e6 : 0, PeakRssKiB() / 1024.0);
+  std::printf(
+      "replayed %llu blocks%s in %.2f s (%.2f M blocks/s per replay), peak memory %.1f MiB\n",
+      (unsigned long long)info.written_blocks,
+      runs.size() == 1 ? "" : (" × " + std::to_string(runs.size()) + " replays").c_str(), secs,
+      secs > 0 ? info.written_blocks / secs / 1e6 : 0, PeakRssKiB() / 1024.0);
 }
 
 // ---- the command line
@@ -365,7 +378,8 @@ std::vector<std::string> List(const std::string& text, const std::vector<std::st
 Result<std::vector<std::unique_ptr<Replay>>> MakeReplays(const Options& o) {
   const auto placements = List(o.placement, PlacementNames());
   const auto selections = List(o.selection, {"greedy", "cost-benefit"});
-  if (placements.empty() || selections.empty()) return Status::InvalidArgument("no placement or no selection");
+  if (placements.empty() || selections.empty())
+    return Status::InvalidArgument("no placement or no selection");
   EngineOptions eo;
   eo.segment_blocks = o.segment_blocks;
   eo.gp_threshold = o.gp;
@@ -394,14 +408,18 @@ int Fail(const Status& s, int rc) {
 int Run(const Options& o) {
   auto format = ParseTraceFormat(o.format);
   if (!format.ok()) return Fail(format.status(), 2);
-  if (o.segment_blocks == 0 || o.segment_blocks >= (1u << 24) || !(o.gp > 0 && o.gp < 1) || o.segments_per_gc == 0) {
-    return Fail(Status::InvalidArgument("need 0 < --segment-blocks < 2^24, 0 < --gp < 1, --segments-per-gc > 0"), 2);
+  if (o.segment_blocks == 0 || o.segment_blocks >= (1u << 24) || !(o.gp > 0 && o.gp < 1) ||
+      o.segments_per_gc == 0) {
+    return Fail(Status::InvalidArgument(
+                    "need 0 < --segment-blocks < 2^24, 0 < --gp < 1, --segments-per-gc > 0"),
+                2);
   }
   if (o.json && o.csv) return Fail(Status::InvalidArgument("--json or --csv, not both"), 2);
   auto runs = MakeReplays(o);
   if (!runs.ok()) return Fail(runs.status(), 2);
   std::vector<std::shared_ptr<std::vector<uint64_t>>> futures;
-  if (std::any_of(runs->begin(), runs->end(), [](const auto& r) { return r->placement == "fk" || r->placement == "oracle"; })) {
+  if (std::any_of(runs->begin(), runs->end(),
+                  [](const auto& r) { return r->placement == "fk" || r->placement == "oracle"; })) {
     auto f = FutureLifespans(o, *format);
     if (!f.ok()) return Fail(f.status(), 1);
     futures = std::move(f).value();
@@ -416,7 +434,8 @@ int Run(const Options& o) {
   for (size_t first = 0; first < runs->size(); first += width) {
     const size_t last = std::min(runs->size(), first + width);
     std::vector<std::thread> threads;
-    for (size_t i = first; i < last; ++i) threads.emplace_back([&, i] { (*runs)[i]->Run(futures); });
+    for (size_t i = first; i < last; ++i)
+      threads.emplace_back([&, i] { (*runs)[i]->Run(futures); });
     info = TraceInfo();
     Status s = Decode(first == 0 ? o : again, *format, &info, [&](std::shared_ptr<const Batch> b) {
       for (size_t i = first; i < last; ++i) (*runs)[i]->queue.Push(b);
@@ -430,8 +449,8 @@ int Run(const Options& o) {
   }
   const double secs = Seconds(start);
   if (info.written_blocks == 0) {
-    std::cerr << "eraid-sim: no write requests" << (o.volume.empty() ? "" : " for volume " + o.volume) << " in "
-              << o.trace << "\n";
+    std::cerr << "eraid-sim: no write requests"
+              << (o.volume.empty() ? "" : " for volume " + o.volume) << " in " << o.trace << "\n";
     return 1;
   }
   Report(o, *runs, info, secs);
@@ -451,19 +470,23 @@ int main(int argc, char** argv) {
       "amplification (WA = (user + GC-rewritten blocks) / user blocks) per volume. Given several\n"
       "placements and/or selections, it reads the trace once and replays each combination on a\n"
       "thread of its own: one row (or JSON line) per combination.\n\noptions");
-  desc.add_options()("help,h", "this text")
-      ("trace", po::value(&o.trace)->required(), "trace file (plain, .gz or .zst)")
-      ("format", po::value(&o.format)->default_value(o.format), "alibaba | tencent | msr")
-      ("volume", po::value(&o.volume), "replay only this volume (default: every volume, independently)")
-      ("placement", po::value(&o.placement)->default_value(o.placement), placement_help.c_str())
-      ("selection", po::value(&o.selection)->default_value(o.selection), "greedy | cost-benefit, both comma-separated, or all")
-      ("segment-blocks", po::value(&o.segment_blocks)->default_value(o.segment_blocks), "segment size in 4 KiB blocks")
-      ("gp", po::value(&o.gp)->default_value(o.gp), "garbage proportion that triggers GC")
-      ("segments-per-gc", po::value(&o.segments_per_gc)->default_value(o.segments_per_gc), "segments collected per GC")
-      ("threads", po::value(&o.threads)->default_value(o.threads), "replays at once (0 = all of them; more read the trace again)")
-      ("json", po::bool_switch(&o.json), "print one JSON object per replay, one per line")
-      ("csv", po::bool_switch(&o.csv), "print one CSV row per replay (overall figures)")
-      ("quiet", po::bool_switch(&o.quiet), "no progress on stderr");
+  desc.add_options()("help,h", "this text")("trace", po::value(&o.trace)->required(),
+                                            "trace file (plain, .gz or .zst)")(
+      "format", po::value(&o.format)->default_value(o.format), "alibaba | tencent | msr")(
+      "volume", po::value(&o.volume),
+      "replay only this volume (default: every volume, independently)")(
+      "placement", po::value(&o.placement)->default_value(o.placement), placement_help.c_str())(
+      "selection", po::value(&o.selection)->default_value(o.selection),
+      "greedy | cost-benefit, both comma-separated, or all")(
+      "segment-blocks", po::value(&o.segment_blocks)->default_value(o.segment_blocks),
+      "segment size in 4 KiB blocks")("gp", po::value(&o.gp)->default_value(o.gp),
+                                      "garbage proportion that triggers GC")(
+      "segments-per-gc", po::value(&o.segments_per_gc)->default_value(o.segments_per_gc),
+      "segments collected per GC")("threads", po::value(&o.threads)->default_value(o.threads),
+                                   "replays at once (0 = all of them; more read the trace again)")(
+      "json", po::bool_switch(&o.json), "print one JSON object per replay, one per line")(
+      "csv", po::bool_switch(&o.csv), "print one CSV row per replay (overall figures)")(
+      "quiet", po::bool_switch(&o.quiet), "no progress on stderr");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);

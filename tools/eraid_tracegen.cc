@@ -16,8 +16,8 @@
 //
 // Request sizes are 1..--max-request-blocks except in sequential runs (whole --burst-blocks
 // runs cut into requests of --max-request-blocks); timestamps increase 1..200 µs a request.
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -42,11 +42,11 @@ struct Options {
 // One volume's generator state.
 struct Volume {
   uint64_t left;
-  uint64_t seq_cursor = 0;      // mixed: next block of the sequential region
-  uint64_t run_left = 0;        // blocks left of the sequential run in progress
-  uint64_t run_lba = 0;         // its next block
-  uint64_t since_shift = 0;     // written blocks since the last shift
-  uint64_t rotation = 0;        // shifting: how far the ranks' LBAs have rotated
+  uint64_t seq_cursor = 0;   // mixed: next block of the sequential region
+  uint64_t run_left = 0;     // blocks left of the sequential run in progress
+  uint64_t run_lba = 0;      // its next block
+  uint64_t since_shift = 0;  // written blocks since the last shift
+  uint64_t rotation = 0;     // shifting: how far the ranks' LBAs have rotated
 };
 
 }  // namespace
@@ -54,20 +54,29 @@ struct Volume {
 int main(int argc, char** argv) {
   Options o;
   po::options_description desc("eraid-tracegen [options] > trace.csv\noptions");
-  desc.add_options()("help,h", "this text")
-      ("pattern", po::value(&o.pattern)->default_value(o.pattern), "zipf | mixed | shifting | bursty | abrupt")
-      ("alpha", po::value(&o.alpha)->default_value(o.alpha), "Zipf skew (0 = uniform)")
-      ("wss-blocks", po::value(&o.wss)->default_value(o.wss), "write working set per volume, 4 KiB blocks")
-      ("writes", po::value(&o.writes)->default_value(o.writes), "written blocks per volume")
-      ("volumes", po::value(&o.volumes)->default_value(o.volumes), "volumes, interleaved in time")
-      ("max-request-blocks", po::value(&o.max_blocks)->default_value(o.max_blocks), "request sizes 1..N blocks")
-      ("read-percent", po::value(&o.read_pct)->default_value(o.read_pct), "extra read requests (replay skips them)")
-      ("seq-percent", po::value(&o.seq_pct)->default_value(o.seq_pct), "mixed, bursty: % of written blocks in sequential runs")
-      ("seq-blocks", po::value(&o.seq_blocks)->default_value(o.seq_blocks), "mixed: the sequential region (default wss/8)")
-      ("burst-blocks", po::value(&o.burst_blocks)->default_value(o.burst_blocks), "mixed, bursty: blocks per sequential run")
-      ("shift-every", po::value(&o.shift_every)->default_value(o.shift_every), "shifting, abrupt: written blocks between changes (default writes/8)")
-      ("shift-blocks", po::value(&o.shift_blocks)->default_value(o.shift_blocks), "shifting: how far the hot set moves (default wss/16)")
-      ("seed", po::value(&o.seed)->default_value(o.seed), "random seed");
+  desc.add_options()("help,h", "this text")("pattern",
+                                            po::value(&o.pattern)->default_value(o.pattern),
+                                            "zipf | mixed | shifting | bursty | abrupt")(
+      "alpha", po::value(&o.alpha)->default_value(o.alpha), "Zipf skew (0 = uniform)")(
+      "wss-blocks", po::value(&o.wss)->default_value(o.wss),
+      "write working set per volume, 4 KiB blocks")(
+      "writes", po::value(&o.writes)->default_value(o.writes), "written blocks per volume")(
+      "volumes", po::value(&o.volumes)->default_value(o.volumes), "volumes, interleaved in time")(
+      "max-request-blocks", po::value(&o.max_blocks)->default_value(o.max_blocks),
+      "request sizes 1..N blocks")("read-percent",
+                                   po::value(&o.read_pct)->default_value(o.read_pct),
+                                   "extra read requests (replay skips them)")(
+      "seq-percent", po::value(&o.seq_pct)->default_value(o.seq_pct),
+      "mixed, bursty: % of written blocks in sequential runs")(
+      "seq-blocks", po::value(&o.seq_blocks)->default_value(o.seq_blocks),
+      "mixed: the sequential region (default wss/8)")(
+      "burst-blocks", po::value(&o.burst_blocks)->default_value(o.burst_blocks),
+      "mixed, bursty: blocks per sequential run")(
+      "shift-every", po::value(&o.shift_every)->default_value(o.shift_every),
+      "shifting, abrupt: written blocks between changes (default writes/8)")(
+      "shift-blocks", po::value(&o.shift_blocks)->default_value(o.shift_blocks),
+      "shifting: how far the hot set moves (default wss/16)")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "random seed");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -82,12 +91,14 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::string> patterns = {"zipf", "mixed", "shifting", "bursty", "abrupt"};
   if (std::find(patterns.begin(), patterns.end(), o.pattern) == patterns.end()) {
-    std::cerr << "eraid-tracegen: unknown --pattern '" << o.pattern << "' (zipf, mixed, shifting, bursty, abrupt)\n";
+    std::cerr << "eraid-tracegen: unknown --pattern '" << o.pattern
+              << "' (zipf, mixed, shifting, bursty, abrupt)\n";
     return 2;
   }
-  if (o.wss == 0 || o.wss > (1ull << 32) || o.volumes == 0 || o.max_blocks == 0 || o.alpha < 0 || o.read_pct > 90 ||
-      o.seq_pct > 100 || o.burst_blocks == 0) {
-    std::cerr << "eraid-tracegen: need 0 < wss-blocks <= 2^32, volumes > 0, max-request-blocks > 0, alpha >= 0,"
+  if (o.wss == 0 || o.wss > (1ull << 32) || o.volumes == 0 || o.max_blocks == 0 || o.alpha < 0 ||
+      o.read_pct > 90 || o.seq_pct > 100 || o.burst_blocks == 0) {
+    std::cerr << "eraid-tracegen: need 0 < wss-blocks <= 2^32, volumes > 0, max-request-blocks > "
+                 "0, alpha >= 0,"
                  " read-percent <= 90, seq-percent <= 100, burst-blocks > 0\n";
     return 2;
   }
@@ -124,8 +135,9 @@ int main(int argc, char** argv) {
   while (true) {
     uint32_t v = static_cast<uint32_t>(rng() % o.volumes);
     if (vols[v].left == 0) {
-      v = static_cast<uint32_t>(std::find_if(vols.begin(), vols.end(), [](const Volume& x) { return x.left > 0; }) -
-                                vols.begin());
+      v = static_cast<uint32_t>(
+          std::find_if(vols.begin(), vols.end(), [](const Volume& x) { return x.left > 0; }) -
+          vols.begin());
       if (v == o.volumes) break;
     }
     Volume& vol = vols[v];
@@ -146,7 +158,8 @@ int main(int argc, char** argv) {
       lba = vol.run_lba;
       n = std::min<uint64_t>(vol.run_left, o.max_blocks);
     } else {
-      const uint64_t rank = static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
+      const uint64_t rank =
+          static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
       lba = (perm[std::min<uint64_t>(rank, zipf_span - 1)] + vol.rotation) % zipf_span;
       n = 1 + rng() % o.max_blocks;
       n = std::min<uint64_t>(n, zipf_span - lba);
@@ -154,7 +167,8 @@ int main(int argc, char** argv) {
     n = std::min(n, vol.left);
     const bool read = vol.run_left == 0 && rng() % 100 < o.read_pct;  // runs are writes
     int len = std::snprintf(line.data(), line.size(), "%u,%c,%llu,%llu,%llu\n", v, read ? 'R' : 'W',
-                            (unsigned long long)(lba * 4096), (unsigned long long)(n * 4096), (unsigned long long)t);
+                            (unsigned long long)(lba * 4096), (unsigned long long)(n * 4096),
+                            (unsigned long long)t);
     out.append(line.data(), static_cast<size_t>(len));
     if (!read) {
       vol.left -= n;

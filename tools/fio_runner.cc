@@ -70,11 +70,14 @@ Result<FioResult> RunFio(const std::vector<std::string>& args, const std::string
   std::string messages;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("3;", 0) == 0) terse = line;
-    else if (!line.empty() && line.find("connected to NBD server") == std::string::npos) messages += line + "\n";
+    if (line.rfind("3;", 0) == 0)
+      terse = line;
+    else if (!line.empty() && line.find("connected to NBD server") == std::string::npos)
+      messages += line + "\n";
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || terse.empty()) {
-    return Status::IoError("fio failed (exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+    return Status::IoError("fio failed (exit " +
+                           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                            "): " + (messages.empty() ? text : messages));
   }
   const auto f = Split(terse, ';');

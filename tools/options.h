@@ -9,8 +9,8 @@
 namespace eraid {
 
 // Returns -1 when the caller should go on, else the exit code.
-inline int ParseOptions(const std::string& tool, boost::program_options::options_description& desc, int argc,
-                        char** argv, boost::program_options::variables_map* vm) {
+inline int ParseOptions(const std::string& tool, boost::program_options::options_description& desc,
+                        int argc, char** argv, boost::program_options::variables_map* vm) {
   namespace po = boost::program_options;
   try {
     po::store(po::parse_command_line(argc, argv, desc), *vm);

@@ -58,7 +58,8 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
   if (!std::filesystem::exists(o.dir + "/eraid.conf")) {
     return Status::NotFound("no array in " + o.dir + " (make one with eraid create)");
   }
-  if (ArrayInUse(o.dir)) return Status::Busy("the array in " + o.dir + " is already served or open");
+  if (ArrayInUse(o.dir))
+    return Status::Busy("the array in " + o.dir + " is already served or open");
   if (o.threads == 0) {
     // One thread per core: beyond that, threads only queue on the volume lock. A drive
     // on another host is different: a read of it holds its thread for a network round
@@ -67,9 +68,11 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
     o.threads = std::max(1u, std::thread::hardware_concurrency());
     if (HasRemoteDrive(o.dir)) o.threads = std::max(o.threads, kRemoteDriveThreads);
   }
-  if (o.threads > 1024) return Status::InvalidArgument("--threads must be 1..1024 (0: one per core)");
+  if (o.threads > 1024)
+    return Status::InvalidArgument("--threads must be 1..1024 (0: one per core)");
   if (o.plugin.empty()) o.plugin = FindPlugin();
-  std::vector<std::string> cmd{o.nbdkit, "-f", "--exit-with-parent", "--threads", std::to_string(o.threads)};
+  std::vector<std::string> cmd{o.nbdkit, "-f", "--exit-with-parent", "--threads",
+                               std::to_string(o.threads)};
   if (!o.tcp.empty()) {
     if (!o.socket.empty()) return Status::InvalidArgument("give --socket or --tcp, not both");
     if (o.tls_psk.empty() == o.tls_certificates.empty()) {
@@ -81,10 +84,13 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
       return Status::InvalidArgument("--tcp wants ADDR:PORT, e.g. 127.0.0.1:10809");
     }
     std::string addr = o.tcp.substr(0, colon);
-    if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+    if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']')
+      addr = addr.substr(1, addr.size() - 2);
     cmd.insert(cmd.end(), {"-i", addr, "-p", o.tcp.substr(colon + 1), "--tls=require"});
-    if (!o.tls_psk.empty()) cmd.push_back("--tls-psk=" + o.tls_psk);
-    else cmd.push_back("--tls-certificates=" + o.tls_certificates);
+    if (!o.tls_psk.empty())
+      cmd.push_back("--tls-psk=" + o.tls_psk);
+    else
+      cmd.push_back("--tls-certificates=" + o.tls_certificates);
   } else {
     if (!o.tls_psk.empty() || !o.tls_certificates.empty()) {
       return Status::InvalidArgument("TLS options go with --tcp");
@@ -114,7 +120,8 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
   if (!o.socket.empty()) {
     ::unlink(o.socket.c_str());  // nbdkit leaves it behind; none serves (checked)
     private_dir = o.socket + ".XXXXXX";
-    if (!::mkdtemp(private_dir.data())) return Status::IoError("mkdtemp " + private_dir + ": " + std::strerror(errno));
+    if (!::mkdtemp(private_dir.data()))
+      return Status::IoError("mkdtemp " + private_dir + ": " + std::strerror(errno));
     for (auto& a : cmd) {
       if (a == o.socket) a = private_dir + "/nbd.sock";
     }
@@ -137,7 +144,10 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
       const char* asan = std::getenv("ASAN_OPTIONS");
       // nbdkit itself is not ours to leak-check (it leaks a connection object now and then);
       // last, so it overrides a detect_leaks=1 the test run sets.
-      ::setenv("ASAN_OPTIONS", ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(), 1);
+      ::setenv(
+          "ASAN_OPTIONS",
+          ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(),
+          1);
     }
     if (!o.log.empty()) {
       int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -159,7 +169,8 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       cleanup_private();
-      return Status::IoError("nbdkit exited before serving (status " + std::to_string(WEXITSTATUS(status)) + ")" +
+      return Status::IoError("nbdkit exited before serving (status " +
+                             std::to_string(WEXITSTATUS(status)) + ")" +
                              (o.log.empty() ? "" : "; see " + o.log));
     }
     if (!moved && std::filesystem::exists(private_dir + "/nbd.sock")) {
@@ -180,7 +191,8 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   cleanup_private();
-  return Status::Aborted("nbdkit did not start serving within " + std::to_string(timeout_seconds) + " s");
+  return Status::Aborted("nbdkit did not start serving within " + std::to_string(timeout_seconds) +
+                         " s");
 }
 
 Status StopServer(const std::string& dir, int timeout_seconds) {
@@ -188,7 +200,8 @@ Status StopServer(const std::string& dir, int timeout_seconds) {
   if (!reply.ok()) return reply.status();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   while (ArrayInUse(dir)) {
-    if (std::chrono::steady_clock::now() > deadline) return Status::Aborted("the server did not stop");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Status::Aborted("the server did not stop");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return Status::Ok();

@@ -27,8 +27,8 @@ struct ServeOptions {
   // drive on another host (an NBD URI in the manifest), 0 means kRemoteDriveThreads.
   uint32_t threads = 0;
   std::string nbdkit = "nbdkit";
-  std::string plugin;            // default: FindPlugin()
-  std::string log;               // nbdkit's stderr (empty: inherited)
+  std::string plugin;  // default: FindPlugin()
+  std::string log;     // nbdkit's stderr (empty: inherited)
 };
 
 // The plugin next to the running executable (the build tree), or under ../lib/eraid.

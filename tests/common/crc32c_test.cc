@@ -37,7 +37,8 @@ TEST(Crc32cTest, ExtendEqualsWhole) {
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 31 + 7);
   for (size_t split : {0, 1, 100, 4096, 5000}) {
     uint32_t a = Crc32c(buf.data(), split);
-    EXPECT_EQ(Crc32cExtend(a, buf.data() + split, buf.size() - split), Crc32c(buf.data(), buf.size()));
+    EXPECT_EQ(Crc32cExtend(a, buf.data() + split, buf.size() - split),
+              Crc32c(buf.data(), buf.size()));
   }
 }
 

@@ -23,7 +23,8 @@ TEST(StatusTest, CodesAndFlags) {
   EXPECT_TRUE(Status::DataLoss("gone").data_lost());
   EXPECT_FALSE(Status::Corruption("crc").data_lost());
   EXPECT_EQ(Status::NoSpace("full").ToString(), "NoSpace: full");
-  EXPECT_EQ(Status::IoError("eio").WithContext("read lba 7").ToString(), "IoError: read lba 7: eio");
+  EXPECT_EQ(Status::IoError("eio").WithContext("read lba 7").ToString(),
+            "IoError: read lba 7: eio");
 }
 
 TEST(StatusTest, ResultPropagation) {

@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
-#include <atomic>
 
 #include "common/data_gen.h"
 #include "compress/compressed_drive.h"
@@ -43,7 +43,8 @@ std::unique_ptr<Harness> MakeMem() {
 std::unique_ptr<Harness> MakeFileWith(bool mapped_reads) {
   auto h = std::make_unique<Harness>();
   h->path = (std::filesystem::temp_directory_path() /
-             ("eraid_backend_test_" + std::string(mapped_reads ? "mapped_" : "") + std::to_string(::getpid())))
+             ("eraid_backend_test_" + std::string(mapped_reads ? "mapped_" : "") +
+              std::to_string(::getpid())))
                 .string();
   FileBackendOptions o;
   o.mapped_reads = mapped_reads;
@@ -190,13 +191,16 @@ TEST_P(BackendContractTest, ReadBytesAtAnyOffset) {
   std::mt19937_64 rng(11);
   auto data = RandomBlocks(4, rng);
   ASSERT_TRUE(dev_->Write(Lba(20), data).ok());
-  for (auto [off, len] : {std::pair<uint64_t, size_t>{0, 1}, {100, 3000}, {4000, 200}, {4095, 8194}, {8192, 4096}}) {
+  for (auto [off, len] :
+       {std::pair<uint64_t, size_t>{0, 1}, {100, 3000}, {4000, 200}, {4095, 8194}, {8192, 4096}}) {
     std::vector<std::byte> out(len);
     ASSERT_TRUE(dev_->ReadBytes(BlocksToBytes(20) + off, out).ok()) << off;
-    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + static_cast<long>(off))) << "offset " << off;
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin() + static_cast<long>(off)))
+        << "offset " << off;
   }
   std::vector<std::byte> past(2);
-  EXPECT_EQ(dev_->ReadBytes(BlocksToBytes(dev_->capacity_blocks()) - 1, past).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dev_->ReadBytes(BlocksToBytes(dev_->capacity_blocks()) - 1, past).code(),
+            StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BackendContractTest,
@@ -307,8 +311,9 @@ TEST(FileBackendTest, OpenErrorsAreClear) {
 // backend's back) raises SIGBUS; the backend turns it into a read through the ring and
 // reports that read's error, and goes on serving what is still there.
 TEST(FileBackendTest, MappedReadOfAVanishedPageIsAnIoError) {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("eraid_file_sigbus_" + std::to_string(::getpid()))).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("eraid_file_sigbus_" + std::to_string(::getpid())))
+          .string();
   FileBackendOptions o;
   o.create = true;
   o.size_bytes = BlocksToBytes(64);
@@ -332,8 +337,9 @@ TEST(FileBackendTest, MappedReadOfAVanishedPageIsAnIoError) {
 }
 
 TEST(FileBackendTest, PersistsAcrossReopen) {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("eraid_file_reopen_" + std::to_string(::getpid()))).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("eraid_file_reopen_" + std::to_string(::getpid())))
+          .string();
   std::vector<std::byte> data(BlocksToBytes(2), std::byte{0x3C});
   {
     FileBackendOptions o;

@@ -27,7 +27,8 @@ namespace {
 
 // Value identity: CRC32C of the block plus its first 8 bytes; 0 stands for zeros.
 uint64_t Fingerprint(std::span<const std::byte> block) {
-  bool zero = std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; });
+  bool zero =
+      std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; });
   if (zero) return 0;
   uint64_t head = 0;
   std::memcpy(&head, block.data(), 8);
@@ -35,8 +36,8 @@ uint64_t Fingerprint(std::span<const std::byte> block) {
 }
 
 struct LbaState {
-  uint64_t durable = 0;             // value as of the last completed flush
-  std::vector<uint64_t> since;      // values it took after that flush
+  uint64_t durable = 0;         // value as of the last completed flush
+  std::vector<uint64_t> since;  // values it took after that flush
 };
 
 struct CrashStats {
@@ -81,8 +82,8 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
       ASSERT_TRUE(s.ok()) << "lba " << lba << ": " << s.ToString();
       uint64_t got = Fingerprint(block);
       LbaState& st = model[lba];
-      bool allowed = got == st.durable ||
-                     std::find(st.since.begin(), st.since.end(), got) != st.since.end();
+      bool allowed =
+          got == st.durable || std::find(st.since.begin(), st.since.end(), got) != st.since.end();
       ASSERT_TRUE(allowed) << "lba " << lba << " holds a value it never had since its last flush"
                            << (st.since.empty() ? " (it was flushed and not touched since)" : "");
       if (got != (st.since.empty() ? st.durable : st.since.back())) ++totals->unflushed_lost;
@@ -103,8 +104,10 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
         uint64_t n = std::min<uint64_t>(1 + rng() % 8, span - lba);
         uint32_t pct = static_cast<uint32_t>(rng() % 100);
         for (uint64_t b = 0; b < n; ++b) {
-          FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(b), kBlockSize), pct, rng);
-          model[lba + b].since.push_back(Fingerprint(std::span(buf).subspan(BlocksToBytes(b), kBlockSize)));
+          FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(b), kBlockSize), pct,
+                                       rng);
+          model[lba + b].since.push_back(
+              Fingerprint(std::span(buf).subspan(BlocksToBytes(b), kBlockSize)));
         }
         Status s = drive->Write(Lba(lba), std::span(buf).first(BlocksToBytes(n)));
         ASSERT_TRUE(s.ok() || s.code() == StatusCode::kAborted) << s.ToString();
@@ -173,7 +176,8 @@ TEST(DriveCrashTest, ErasesWaitForTheWritesThatSupersededTheirRecords) {
   const uint64_t erased = drive->stats().background_erased_eus;
   ASSERT_GT(erased, 0u) << "the eraser erased nothing: the test tests nothing";
   flash.CrashKeeping([](Lba, std::span<const std::byte> data) {
-    return !data.empty() && std::all_of(data.begin(), data.end(), [](std::byte b) { return b == std::byte{0}; });
+    return !data.empty() &&
+           std::all_of(data.begin(), data.end(), [](std::byte b) { return b == std::byte{0}; });
   });
   drive.reset();
   flash.Restart();
@@ -188,8 +192,9 @@ TEST(DriveCrashTest, ErasesWaitForTheWritesThatSupersededTheirRecords) {
     ASSERT_TRUE(got == flushed[lba] || got == newer[lba]) << "lba " << lba << " lost to an erase";
     kept_newer += got == newer[lba];
   }
-  std::printf("%llu erase units erased before the cut; %llu of %llu blocks kept their newer value\n",
-              (unsigned long long)erased, (unsigned long long)kept_newer, (unsigned long long)span);
+  std::printf(
+      "%llu erase units erased before the cut; %llu of %llu blocks kept their newer value\n",
+      (unsigned long long)erased, (unsigned long long)kept_newer, (unsigned long long)span);
 }
 
 TEST(DriveCrashTest, FlushedWritesSurviveRandomPowerCuts) {
@@ -205,11 +210,12 @@ TEST(DriveCrashTest, FlushedWritesSurviveRandomPowerCuts) {
       return;
     }
   }
-  std::printf("crashes=%llu verified_blocks=%llu unflushed_values_lost=%llu gc_erased_eus=%llu "
-              "(background %llu) checkpoints=%llu\n",
-              (unsigned long long)totals.crashes, (unsigned long long)totals.verified_blocks,
-              (unsigned long long)totals.unflushed_lost, (unsigned long long)totals.gc_erased_eus,
-              (unsigned long long)totals.background_erased_eus, (unsigned long long)totals.checkpoints);
+  std::printf(
+      "crashes=%llu verified_blocks=%llu unflushed_values_lost=%llu gc_erased_eus=%llu "
+      "(background %llu) checkpoints=%llu\n",
+      (unsigned long long)totals.crashes, (unsigned long long)totals.verified_blocks,
+      (unsigned long long)totals.unflushed_lost, (unsigned long long)totals.gc_erased_eus,
+      (unsigned long long)totals.background_erased_eus, (unsigned long long)totals.checkpoints);
   EXPECT_EQ(totals.crashes, 3 * seeds.size());
   if (seeds.size() > 4) {
     EXPECT_GT(totals.gc_erased_eus, 0u) << "power cuts must also land after device GC has run";

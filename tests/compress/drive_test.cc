@@ -1,8 +1,6 @@
 // CompressedDrive behaviour: data integrity at every compressibility, honest ratios,
 // zeros for unwritten and trimmed blocks, no-space, device GC at high fullness,
 // FlashAlloc, reopen, corruption detection, and faults surfacing as statuses.
-#include "compress/compressed_drive.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "common/data_gen.h"
+#include "compress/compressed_drive.h"
 #include "compress/drive_format.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
@@ -102,7 +101,8 @@ class DriveRoundTrip : public ::testing::TestWithParam<std::tuple<uint32_t, uint
 TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   const auto [pct, cache] = GetParam();
   const uint64_t seed = TestSeed();
-  std::printf("seed=%llu compressibility=%u%% write_cache=%u\n", (unsigned long long)seed, pct, cache);
+  std::printf("seed=%llu compressibility=%u%% write_cache=%u\n", (unsigned long long)seed, pct,
+              cache);
   std::mt19937_64 rng(seed);
   // Size flash and working set so live data fills ~60% of flash at any compressibility,
   // and write ~3x the flash so device GC runs.
@@ -114,8 +114,8 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   // With the cache, as a served array's drives: an open EU goes to flash when it fills.
   if (cache > 0) o.write_batch_blocks = std::numeric_limits<uint32_t>::max();
   DriveModel m(flash_blocks, o);
-  const auto span = std::min<uint64_t>(m.drive().capacity_blocks(),
-                                       uint64_t(0.6 * m.drive().stats().flash_bytes / record_bytes));
+  const auto span = std::min<uint64_t>(
+      m.drive().capacity_blocks(), uint64_t(0.6 * m.drive().stats().flash_bytes / record_bytes));
   const auto iterations = uint64_t(3.0 * m.drive().stats().flash_bytes / (2.5 * record_bytes));
   for (uint64_t i = 0; i < iterations; ++i) {
     uint64_t lba = rng() % span;
@@ -146,7 +146,8 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compressibility, DriveRoundTrip,
-                         ::testing::Combine(::testing::Values(0u, 25u, 50u, 75u, 90u), ::testing::Values(0u, 64u)));
+                         ::testing::Combine(::testing::Values(0u, 25u, 50u, 75u, 90u),
+                                            ::testing::Values(0u, 64u)));
 
 // The bytes the drive says it stores are the bytes on flash: parse every record on
 // flash independently and compare with Usage() and stats().
@@ -170,7 +171,8 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
   std::map<uint64_t, uint64_t> trimmed_at;
   Block eu(BlocksToBytes(super->eu_blocks));
   for (uint32_t i = 0; i < super->num_eus; ++i) {
-    ASSERT_TRUE(m.flash().Read(Lba(super->data_start_block + uint64_t(i) * super->eu_blocks), eu).ok());
+    ASSERT_TRUE(
+        m.flash().Read(Lba(super->data_start_block + uint64_t(i) * super->eu_blocks), eu).ok());
     auto head = DecodeRecord(eu, true);
     if (!head.ok()) continue;
     uint32_t off = head->record_bytes();
@@ -181,14 +183,17 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
         auto& n = newest[h->lba];
         if (h->seq > n.first) n = {h->seq, h->record_bytes()};
       } else if (h->type == RecordType::kTrim) {
-        for (uint64_t b = h->lba; b < h->lba + h->count_blocks; ++b) trimmed_at[b] = std::max(trimmed_at[b], h->seq);
+        for (uint64_t b = h->lba; b < h->lba + h->count_blocks; ++b)
+          trimmed_at[b] = std::max(trimmed_at[b], h->seq);
       }
       off += h->record_bytes();
     }
     // Past the last record the rest of its page is zeros, not what the stream's buffer
     // held from the EU it filled before.
-    const size_t page_end = std::min<size_t>(eu.size(), (off + kBlockSize - 1) / kBlockSize * kBlockSize);
-    for (size_t b = off; b < page_end; ++b) ASSERT_EQ(eu[b], std::byte{0}) << "eu " << i << " byte " << b;
+    const size_t page_end =
+        std::min<size_t>(eu.size(), (off + kBlockSize - 1) / kBlockSize * kBlockSize);
+    for (size_t b = off; b < page_end; ++b)
+      ASSERT_EQ(eu[b], std::byte{0}) << "eu " << i << " byte " << b;
   }
   uint64_t on_flash = 0, mapped = 0;
   for (auto& [lba, n] : newest) {
@@ -223,10 +228,11 @@ TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
 }
 
 // Submits a packed write and waits for it.
-Status WritePacked(Backend& d, uint64_t lba, const Block& data, std::shared_ptr<const PackedBlocks> packed,
-                   uint32_t first) {
+Status WritePacked(Backend& d, uint64_t lba, const Block& data,
+                   std::shared_ptr<const PackedBlocks> packed, uint32_t first) {
   std::optional<Status> result;
-  d.SubmitWritePacked(Lba(lba), data, std::move(packed), first, [&](Status s) { result = std::move(s); });
+  d.SubmitWritePacked(Lba(lba), data, std::move(packed), first,
+                      [&](Status s) { result = std::move(s); });
   while (!result) d.Poll(true);
   return *result;
 }
@@ -256,11 +262,13 @@ TEST(DriveTest, PackedWritesStoreTheHostsRecordsAsTheyAre) {
       }
       auto p = std::make_shared<PackedBlocks>(o.codec, first + n);
       for (uint64_t b = 0; b < n; ++b) {
-        p->sizes[first + b] = CompressBlock(o.codec, data.data() + BlocksToBytes(b), p->payload(first + b));
+        p->sizes[first + b] =
+            CompressBlock(o.codec, data.data() + BlocksToBytes(b), p->payload(first + b));
       }
       ASSERT_TRUE(WritePacked(packed.drive(), lba, data, p, static_cast<uint32_t>(first)).ok());
       for (uint64_t b = 0; b < n; ++b) {
-        packed.Track(lba + b, Block(data.begin() + BlocksToBytes(b), data.begin() + BlocksToBytes(b + 1)));
+        packed.Track(lba + b,
+                     Block(data.begin() + BlocksToBytes(b), data.begin() + BlocksToBytes(b + 1)));
       }
       ASSERT_TRUE(plain.Write(lba, data).ok());
       blocks += n;
@@ -390,7 +398,8 @@ TEST_P(DriveNoSpace, NoSpaceChangesNothingAndDriveRecovers) {
   EXPECT_EQ(st.nospace_errors, 1u);
   // A multi-block write that cannot fit changes none of its blocks.
   Block four(BlocksToBytes(4));
-  for (int i = 0; i < 4; ++i) FillBlockWithCompressibility(std::span(four).subspan(BlocksToBytes(i), kBlockSize), 0, rng);
+  for (int i = 0; i < 4; ++i)
+    FillBlockWithCompressibility(std::span(four).subspan(BlocksToBytes(i), kBlockSize), 0, rng);
   EXPECT_EQ(m.drive().Write(Lba(full_at - 2), four).code(), StatusCode::kNoSpace);
   m.Verify(full_at - 2);
   m.Verify(full_at - 1);
@@ -483,11 +492,12 @@ DriveStats RunObjectStreams(bool flashalloc) {
     }
   }
   DriveStats st = drive->stats();
-  std::printf("flashalloc=%d WAF %.3f: host %llu B, flash %llu B (checkpoints %llu B), "
-              "relocated %llu B, erased %llu EUs\n",
-              flashalloc, st.device_waf(), (unsigned long long)st.host_stored_bytes,
-              (unsigned long long)st.flash_write_bytes, (unsigned long long)st.meta_write_bytes,
-              (unsigned long long)st.gc_relocated_bytes, (unsigned long long)st.gc_erased_eus);
+  std::printf(
+      "flashalloc=%d WAF %.3f: host %llu B, flash %llu B (checkpoints %llu B), "
+      "relocated %llu B, erased %llu EUs\n",
+      flashalloc, st.device_waf(), (unsigned long long)st.host_stored_bytes,
+      (unsigned long long)st.flash_write_bytes, (unsigned long long)st.meta_write_bytes,
+      (unsigned long long)st.gc_relocated_bytes, (unsigned long long)st.gc_erased_eus);
   return st;
 }
 
@@ -507,7 +517,8 @@ TEST(DriveTest, FlashAllocRangesAreBoundedAndCanBeDisabled) {
   EXPECT_EQ(m.drive().stats().flashalloc_evictions, 2u);
   m.Trim(500, 50);
   EXPECT_EQ(m.drive().stats().flashalloc_ranges, 3u) << "a fully trimmed range is released";
-  EXPECT_EQ(m.drive().FlashAlloc(Lba(m.drive().capacity_blocks()), 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.drive().FlashAlloc(Lba(m.drive().capacity_blocks()), 1).code(),
+            StatusCode::kInvalidArgument);
   DriveOptions off = SmallOptions();
   off.flashalloc = false;
   DriveModel n(4096, off);
@@ -586,7 +597,9 @@ class DeferredWriteFlash final : public Backend {
   void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override {
     pending_.push_back({lba, buf, std::move(done)});
   }
-  void SubmitTrim(Lba lba, uint64_t n, IoCallback done) override { media_.SubmitTrim(lba, n, std::move(done)); }
+  void SubmitTrim(Lba lba, uint64_t n, IoCallback done) override {
+    media_.SubmitTrim(lba, n, std::move(done));
+  }
   void SubmitFlush(IoCallback done) override { media_.SubmitFlush(std::move(done)); }
   size_t Poll(bool wait) override {
     size_t n = media_.Poll(false);
@@ -693,13 +706,15 @@ TEST(DriveTest, EraseUnitsWrittenInTheBackgroundSurviveAPowerCutOrReportAFailure
 std::vector<Status> RunThreads(int n, const std::function<Status(int)>& worker) {
   std::vector<Status> outcomes(static_cast<size_t>(n));
   std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) threads.emplace_back([&, t] { outcomes[static_cast<size_t>(t)] = worker(t); });
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] { outcomes[static_cast<size_t>(t)] = worker(t); });
   for (auto& th : threads) th.join();
   return outcomes;
 }
 
 // Every block of the writers' models reads back as written.
-void ExpectReadsMatch(CompressedDrive& drive, const std::vector<std::map<uint64_t, Block>>& models, const char* when) {
+void ExpectReadsMatch(CompressedDrive& drive, const std::vector<std::map<uint64_t, Block>>& models,
+                      const char* when) {
   Block back(kBlockSize);
   for (const auto& model : models) {
     for (const auto& [lba, data] : model) {
@@ -736,7 +751,8 @@ TEST(DriveTest, EraserAndCheckpointsRunBesideWriters) {
     for (int round = 0; round < 60; ++round) {
       // A random object of this thread's: its old version trimmed whole, the new one
       // written into a FlashAlloc range of its own.
-      const uint64_t first = region * static_cast<uint64_t>(t) + rng() % kObjectsPerThread * kObjectBlocks;
+      const uint64_t first =
+          region * static_cast<uint64_t>(t) + rng() % kObjectsPerThread * kObjectBlocks;
       Status s = drive->Trim(Lba(first), kObjectBlocks);
       if (s.ok()) s = drive->FlashAlloc(Lba(first), kObjectBlocks);
       for (uint64_t b = 0; b < kObjectBlocks && s.ok(); ++b) {
@@ -789,7 +805,8 @@ void WritersFlushingOverReorderingFlash(uint64_t seed) {
     std::map<uint64_t, Block>& model = models[static_cast<size_t>(t)];
     for (int i = 0; i < 1500; ++i) {
       const uint64_t lba = kRegion * static_cast<uint64_t>(t) + rng() % kRegion;
-      Block data = MakeBlock(80 + static_cast<uint32_t>(rng() % 20), rng);  // small records: many per page
+      Block data =
+          MakeBlock(80 + static_cast<uint32_t>(rng() % 20), rng);  // small records: many per page
       Status s = drive->Write(Lba(lba), data);
       model[lba] = std::move(data);
       if (s.ok() && rng() % 3 == 0) s = drive->Flush();

@@ -6,11 +6,10 @@
 // nbdkit is installed by tools/install-deps.sh (the test command runs it).
 #include "compress/nbd_backend.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
@@ -37,7 +36,8 @@ class Nbdkit {
     dir_ = tmpl;
     // -P: nbdkit writes its pid file once it accepts connections (the socket file exists
     // from bind(), before listen(): a connect then can be refused).
-    std::vector<std::string> args{"nbdkit", "-f", "--exit-with-parent", "-P", pidfile(), "-U", socket()};
+    std::vector<std::string> args{"nbdkit", "-f",    "--exit-with-parent", "-P", pidfile(),
+                                  "-U",     socket()};
     args.insert(args.end(), plugin.begin(), plugin.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -47,7 +47,8 @@ class Nbdkit {
       ::execvp("nbdkit", argv.data());
       ::_exit(127);
     }
-    for (int i = 0; i < 1000 && !up(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 1000 && !up(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ~Nbdkit() {
     if (pid_ > 0) {
@@ -72,7 +73,8 @@ class Nbdkit {
     if (sig != SIGSTOP) return;
     for (int i = 0; i < 1000; ++i) {  // every thread of it, not only the first
       bool all = true;
-      for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
+      for (const auto& task :
+           std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/task")) {
         std::ifstream stat(task.path() / "stat");
         std::string pid, comm, state;
         stat >> pid >> comm >> state;
@@ -132,7 +134,8 @@ TEST(NbdBackendTest, ManyRequestsInFlightRoundTripAndTrimsReadAsZeros) {
     const uint64_t lba = rng() % (b->capacity_blocks() - n);
     bufs.push_back(Pattern(rng(), BlocksToBytes(n)));
     for (uint64_t k = 0; k < n; ++k) {
-      model[lba + k].assign(bufs.back().begin() + BlocksToBytes(k), bufs.back().begin() + BlocksToBytes(k + 1));
+      model[lba + k].assign(bufs.back().begin() + BlocksToBytes(k),
+                            bufs.back().begin() + BlocksToBytes(k + 1));
     }
     bool overlaps = false;
     for (auto [l, m] : in_flight) overlaps |= lba < l + m && l < lba + n;
@@ -159,9 +162,11 @@ TEST(NbdBackendTest, ManyRequestsInFlightRoundTripAndTrimsReadAsZeros) {
     ASSERT_EQ(got, model[lba].empty() ? zeros : model[lba]) << "lba " << lba;
   }
   std::vector<std::vector<std::byte>> reads(64, std::vector<std::byte>(kBlockSize));
-  for (uint64_t i = 0; i < reads.size(); ++i) b->SubmitRead(Lba(i * 101), reads[i], [](Status s) { ASSERT_TRUE(s.ok()); });
+  for (uint64_t i = 0; i < reads.size(); ++i)
+    b->SubmitRead(Lba(i * 101), reads[i], [](Status s) { ASSERT_TRUE(s.ok()); });
   while (b->in_flight() > 0) b->Poll(true);
-  for (uint64_t i = 0; i < reads.size(); ++i) EXPECT_EQ(reads[i], model[i * 101].empty() ? zeros : model[i * 101]);
+  for (uint64_t i = 0; i < reads.size(); ++i)
+    EXPECT_EQ(reads[i], model[i * 101].empty() ? zeros : model[i * 101]);
 
   // ReadBytes: exactly the bytes asked for, across a block boundary.
   const uint64_t lba = 1000;
@@ -178,7 +183,8 @@ TEST(NbdBackendTest, ManyRequestsInFlightRoundTripAndTrimsReadAsZeros) {
 
   // Out of range: refused here, before the wire.
   EXPECT_EQ(b->Read(Lba(b->capacity_blocks()), got).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(b->ReadBytes(BlocksToBytes(b->capacity_blocks()) - 10, part).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->ReadBytes(BlocksToBytes(b->capacity_blocks()) - 10, part).code(),
+            StatusCode::kInvalidArgument);
   const NbdLinkStats st = b->link_stats();
   EXPECT_EQ(st.state, "connected");
   EXPECT_GT(st.requests, 500u);
@@ -197,7 +203,8 @@ TEST(NbdBackendTest, AHungServerFailsTheBackendAtTheDeadlineAndEveryRequestAfter
   // Eight writes in flight when the host stops answering: all fail at the deadline.
   std::vector<Status> results(8);
   const auto start = Clock::now();
-  for (int i = 0; i < 8; ++i) b->SubmitWrite(Lba(8 * i), data, [&, i](Status s) { results[i] = s; });
+  for (int i = 0; i < 8; ++i)
+    b->SubmitWrite(Lba(8 * i), data, [&, i](Status s) { results[i] = s; });
   while (b->in_flight() > 0) b->Poll(true);
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   for (const Status& s : results) EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
@@ -363,7 +370,8 @@ TEST(NbdBackendTest, ReadsGoOnLanesOnlyWhereAFlushCoversTheWrites) {
 
   // Unflushed by the user: the poller flushes it, and the block's reads go on lanes again.
   const uint64_t before = b->link_stats().lane_reads;
-  while (b->link_stats().lane_reads == before && Clock::now() < written + std::chrono::seconds(10)) {
+  while (b->link_stats().lane_reads == before &&
+         Clock::now() < written + std::chrono::seconds(10)) {
     ASSERT_TRUE(b->Read(Lba(5), got).ok());
     ASSERT_EQ(got, v2);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -436,7 +444,8 @@ TEST(NbdBackendTest, ConcurrentReadersSeeTheLastWriteOnLanesOrNot) {
   const NbdLinkStats st = b->link_stats();
   EXPECT_GT(st.lane_reads, 0u);
   EXPECT_LE(st.lanes, NbdBackend::kMaxLanes);
-  std::cout << "lane reads " << st.lane_reads << " of " << st.requests << " requests, " << st.lanes << " lanes\n";
+  std::cout << "lane reads " << st.lane_reads << " of " << st.requests << " requests, " << st.lanes
+            << " lanes\n";
 }
 
 TEST(NbdBackendTest, AKilledServerFailsTheBackendAtOnce) {
@@ -488,8 +497,10 @@ TEST(NbdBackendTest, UrisShownWithoutSecrets) {
   EXPECT_FALSE(NbdBackend::IsUri("/dev/sdb"));
   EXPECT_FALSE(NbdBackend::IsUri("drive0"));
   EXPECT_EQ(NbdBackend::Redact("nbd://10.0.0.2:10809/d0"), "nbd://10.0.0.2:10809/d0");
-  EXPECT_EQ(NbdBackend::Redact("nbds://alice@h:10809/d0?tls-psk-file=/etc/k.psk"), "nbds://h:10809/d0");
-  EXPECT_EQ(NbdBackend::Redact("nbds+unix://bob@/d?tls-psk-file=/k&socket=/run/d.sock"), "nbds+unix:///d?socket=/run/d.sock");
+  EXPECT_EQ(NbdBackend::Redact("nbds://alice@h:10809/d0?tls-psk-file=/etc/k.psk"),
+            "nbds://h:10809/d0");
+  EXPECT_EQ(NbdBackend::Redact("nbds+unix://bob@/d?tls-psk-file=/k&socket=/run/d.sock"),
+            "nbds+unix:///d?socket=/run/d.sock");
 }
 
 // TLS with a pre-shared key, as `nbdkit --tls=require --tls-psk=FILE` serves it: the key's
@@ -501,7 +512,8 @@ TEST(NbdBackendTest, TlsWithAPreSharedKey) {
   {
     std::FILE* f = std::fopen(psk.c_str(), "w");
     ASSERT_NE(f, nullptr);
-    std::fprintf(f, "alice:%s\n", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    std::fprintf(f, "alice:%s\n",
+                 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
     std::fclose(f);
   }
   Nbdkit server({"--tls=require", "--tls-psk=" + psk, "memory", "16M"});

@@ -57,19 +57,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Bytes block = AsBlock(data, size);
   switch (which) {
     case 0:
-      FixedPoint(block, [](auto in) { return rf::DecodeSuperblock(in); },
-                 [](const rf::Superblock& v, auto out) { rf::EncodeSuperblock(v, out); });
+      FixedPoint(
+          block, [](auto in) { return rf::DecodeSuperblock(in); },
+          [](const rf::Superblock& v, auto out) { rf::EncodeSuperblock(v, out); });
       break;
     case 1: {
       // The caller knows how many segments to expect: take the count the header claims.
-      Bytes in(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
+      Bytes in(reinterpret_cast<const std::byte*>(data),
+               reinterpret_cast<const std::byte*>(data) + size);
       uint32_t claimed = 0;
       if (size >= 16) std::memcpy(&claimed, data + 12, 4);
       std::vector<rf::SegmentEntry> entries(std::min<uint32_t>(claimed, 1u << 16));
       auto seq = rf::DecodeBitmap(in, &entries);
       if (seq.ok()) {
         Bytes again(in.size() + eraid::kBlockSize);
-        again.resize(static_cast<size_t>(rf::BitmapBlocks(static_cast<uint32_t>(entries.size()))) * eraid::kBlockSize);
+        again.resize(static_cast<size_t>(rf::BitmapBlocks(static_cast<uint32_t>(entries.size()))) *
+                     eraid::kBlockSize);
         rf::EncodeBitmap(*seq, entries, again);
         std::vector<rf::SegmentEntry> back(entries.size());
         auto seq2 = rf::DecodeBitmap(again, &back);
@@ -78,16 +81,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 2:
-      FixedPoint(block, [](auto in) { return rf::DecodeJournal(in); },
-                 [](const rf::JournalRecord& v, auto out) { rf::EncodeJournal(v, out); });
+      FixedPoint(
+          block, [](auto in) { return rf::DecodeJournal(in); },
+          [](const rf::JournalRecord& v, auto out) { rf::EncodeJournal(v, out); });
       break;
     case 3:
-      FixedPoint(block, [](auto in) { return rf::DecodeSummary(in); },
-                 [](const rf::Summary& v, auto out) { rf::EncodeSummary(v, out); });
+      FixedPoint(
+          block, [](auto in) { return rf::DecodeSummary(in); },
+          [](const rf::Summary& v, auto out) { rf::EncodeSummary(v, out); });
       break;
     case 4: {
       // A record header, with and without its CRC over a payload that follows it.
-      Bytes in(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
+      Bytes in(reinterpret_cast<const std::byte*>(data),
+               reinterpret_cast<const std::byte*>(data) + size);
       (void)df::DecodeRecord(in, true);
       auto h = df::DecodeRecord(in, false);
       if (h.ok() && in.size() >= df::kRecordHeaderBytes) {
@@ -99,12 +105,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 5:
-      FixedPoint(block, [](auto in) { return df::DecodeSuperblock(in); },
-                 [](const df::Superblock& v, auto out) { df::EncodeSuperblock(v, out); });
+      FixedPoint(
+          block, [](auto in) { return df::DecodeSuperblock(in); },
+          [](const df::Superblock& v, auto out) { df::EncodeSuperblock(v, out); });
       break;
     case 6:
-      FixedPoint(block, [](auto in) { return df::DecodeCheckpointHeader(in); },
-                 [](const df::CheckpointHeader& v, auto out) { df::EncodeCheckpointHeader(v, out); });
+      FixedPoint(
+          block, [](auto in) { return df::DecodeCheckpointHeader(in); },
+          [](const df::CheckpointHeader& v, auto out) { df::EncodeCheckpointHeader(v, out); });
       break;
     case 7: {
       // A compressed payload: zstd (1) or raw (0) by the next byte.
@@ -132,14 +140,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       s.generation = take(8);
       s.position = static_cast<uint32_t>(take(4));
       const size_t n = std::min<size_t>(take(1), rf::kSummaryCapacity);
-      for (size_t i = 0; i < n; ++i) s.entries.push_back({take(8), take(8), static_cast<uint32_t>(take(4))});
+      for (size_t i = 0; i < n; ++i)
+        s.entries.push_back({take(8), take(8), static_cast<uint32_t>(take(4))});
       Bytes out(eraid::kBlockSize);
       rf::EncodeSummary(s, out);
       auto back = rf::DecodeSummary(out);
       Check(back.ok() && back->segment == s.segment && back->generation == s.generation &&
             back->position == s.position && back->entries.size() == s.entries.size());
       for (size_t i = 0; i < n; ++i) {
-        Check(back->entries[i].tag_lba == s.entries[i].tag_lba && back->entries[i].tag_time == s.entries[i].tag_time &&
+        Check(back->entries[i].tag_lba == s.entries[i].tag_lba &&
+              back->entries[i].tag_time == s.entries[i].tag_time &&
               back->entries[i].crc == s.entries[i].crc);
       }
       break;

@@ -12,7 +12,8 @@
 
 namespace {
 
-void Write(const std::string& dir, const std::string& name, uint8_t selector, const std::vector<std::byte>& body) {
+void Write(const std::string& dir, const std::string& name, uint8_t selector,
+           const std::vector<std::byte>& body) {
   std::ofstream f(dir + "/" + name, std::ios::binary);
   f.put(static_cast<char>(selector));
   f.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
@@ -69,8 +70,10 @@ int main(int argc, char** argv) {
     h.lba = 9;
     h.seq = 77;
     h.count_blocks = 1;
-    std::copy(packed.begin(), packed.begin() + c.size_bytes, record.begin() + df::kRecordHeaderBytes);
-    df::EncodeRecordHeader(h, std::span<const std::byte>(packed.data(), c.size_bytes), record.data());
+    std::copy(packed.begin(), packed.begin() + c.size_bytes,
+              record.begin() + df::kRecordHeaderBytes);
+    df::EncodeRecordHeader(h, std::span<const std::byte>(packed.data(), c.size_bytes),
+                           record.data());
     Write(dir, "drive-record", 4, record);
     Bytes payload{std::byte{static_cast<uint8_t>(c.codec)}};
     payload.insert(payload.end(), packed.begin(), packed.begin() + c.size_bytes);
@@ -85,7 +88,8 @@ int main(int argc, char** argv) {
     Write(dir, "drive-checkpoint", 6, block);
   }
   const std::string codec = "zstd:3";
-  Write(dir, "codec", 8, Bytes(reinterpret_cast<const std::byte*>(codec.data()),
-                               reinterpret_cast<const std::byte*>(codec.data()) + codec.size()));
+  Write(dir, "codec", 8,
+        Bytes(reinterpret_cast<const std::byte*>(codec.data()),
+              reinterpret_cast<const std::byte*>(codec.data()) + codec.size()));
   return 0;
 }

@@ -1,8 +1,6 @@
 // The log engine under random workloads, for every placement and both selections: GC
 // never loses or duplicates a valid block (invariants checked as it runs), WA >= 1, and
 // the paper's ordering holds where it must (FK and SepBIT below NoSep on skewed writes).
-#include "log/log_engine.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,6 +8,7 @@
 #include <set>
 
 #include "common/types.h"
+#include "log/log_engine.h"
 #include "tests/test_seed.h"
 
 namespace eraid {
@@ -70,14 +69,17 @@ class GeneralStore final : public SegmentStore {
  public:
   explicit GeneralStore(uint32_t segment_blocks) : inner_(segment_blocks) {}
   Result<uint64_t> Open(uint32_t cls) override { return inner_.Open(cls); }
-  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t t, std::span<const std::byte> d) override {
+  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t t,
+                          std::span<const std::byte> d) override {
     ++appends;
     return inner_.Append(h, lba, t, d);
   }
   bool Full(uint64_t h, uint32_t blocks) const override { return inner_.Full(h, blocks); }
   Status Seal(uint64_t h) override { return inner_.Seal(h); }
   Status Free(uint64_t h) override { return inner_.Free(h); }
-  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override { return inner_.Read(h, position, out); }
+  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override {
+    return inner_.Read(h, position, out);
+  }
   Status Flush() override { return Status::Ok(); }
   bool has_data() const override { return false; }
   uint64_t appends = 0;
@@ -107,7 +109,8 @@ TEST_P(EngineTest, ReplayPathsDecideAsTheGeneralPaths) {
   std::map<uint64_t, size_t> last;
   for (const Request& r : requests) {
     for (uint32_t b = 0; !r.trim && b < r.blocks; ++b) {
-      if (auto it = last.find(r.lba + b); it != last.end()) (*future)[it->second] = future->size() - it->second;
+      if (auto it = last.find(r.lba + b); it != last.end())
+        (*future)[it->second] = future->size() - it->second;
       last[r.lba + b] = future->size();
       future->push_back(UINT64_MAX);
     }
@@ -141,10 +144,12 @@ TEST_P(EngineTest, ReplayPathsDecideAsTheGeneralPaths) {
     EXPECT_EQ(a.user_per_class, b.user_per_class);
     EXPECT_EQ(a.gc_per_class, b.gc_per_class);
     EXPECT_EQ(a.victim_gps, b.victim_gps);
-    EXPECT_EQ(general.appends, b.user_blocks + b.gc_blocks) << "the general path calls the store for every block";
+    EXPECT_EQ(general.appends, b.user_blocks + b.gc_blocks)
+        << "the general path calls the store for every block";
     EXPECT_TRUE(replay.CheckInvariants().ok());
     EXPECT_TRUE(plain.CheckInvariants().ok());
-    for (uint64_t lba = 0; lba < 3600; ++lba) ASSERT_EQ(replay.ClassOf(lba), plain.ClassOf(lba)) << "lba " << lba;
+    for (uint64_t lba = 0; lba < 3600; ++lba)
+      ASSERT_EQ(replay.ClassOf(lba), plain.ClassOf(lba)) << "lba " << lba;
   }
 }
 
@@ -172,9 +177,11 @@ TEST(EngineOrderingTest, OracleBoundsEverySchemeAndHybridKeepsUp) {
     double best_three = 1e9;
     for (const auto& name : PlacementNames()) {
       const double wa = Replay(name, sel, seed, false).wa;
-      std::printf("%s %s WA %.4f\n", sel == Selection::kGreedy ? "greedy" : "cost-benefit", name.c_str(), wa);
+      std::printf("%s %s WA %.4f\n", sel == Selection::kGreedy ? "greedy" : "cost-benefit",
+                  name.c_str(), wa);
       EXPECT_LE(oracle, wa) << name;
-      if (name == "sepbit" || name == "dac" || name == "fadac") best_three = std::min(best_three, wa);
+      if (name == "sepbit" || name == "dac" || name == "fadac")
+        best_three = std::min(best_three, wa);
     }
     EXPECT_LE(Replay("hybrid", sel, seed, false).wa, best_three * 1.03);
   }
@@ -216,13 +223,15 @@ TEST(EngineTest, TrimsInvalidate) {
 // segments it holds (the fixed pool a real array has).
 class RecordingStore final : public SegmentStore {
  public:
-  RecordingStore(uint32_t segment_blocks, uint32_t segments) : inner_(segment_blocks), free_(segments) {}
+  RecordingStore(uint32_t segment_blocks, uint32_t segments)
+      : inner_(segment_blocks), free_(segments) {}
   Result<uint64_t> Open(uint32_t cls) override {
     if (free_ == 0) return Status::NoSpace("no free segment");
     --free_;
     return inner_.Open(cls);
   }
-  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t t, std::span<const std::byte> d) override {
+  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t t,
+                          std::span<const std::byte> d) override {
     ++appends_since_flush;
     return inner_.Append(h, lba, t, d);
   }
@@ -230,12 +239,15 @@ class RecordingStore final : public SegmentStore {
   Status Seal(uint64_t h) override { return inner_.Seal(h); }
   Status Free(uint64_t h) override {
     // Everything appended before the free (the victim's copies among it) was flushed.
-    EXPECT_EQ(appends_since_flush, 0u) << "segment " << h << " freed before its copies were flushed";
+    EXPECT_EQ(appends_since_flush, 0u)
+        << "segment " << h << " freed before its copies were flushed";
     ++frees;
     ++free_;
     return inner_.Free(h);
   }
-  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override { return inner_.Read(h, position, out); }
+  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override {
+    return inner_.Read(h, position, out);
+  }
   Status Flush() override {
     ++flushes;
     appends_since_flush = 0;
@@ -263,7 +275,8 @@ TEST(EngineTest, VictimsAreFreedInBatchesAfterAFlush) {
     o.frees_per_flush = batch;
     LogEngine engine(o, *p, store);
     std::mt19937_64 rng(batch);
-    for (int i = 0; i < 40000; ++i) ASSERT_TRUE(engine.Write(rng() % 1200, 1, uint64_t(i) * 5).ok()) << i;
+    for (int i = 0; i < 40000; ++i)
+      ASSERT_TRUE(engine.Write(rng() % 1200, 1, uint64_t(i) * 5).ok()) << i;
     ASSERT_TRUE(engine.CheckInvariants().ok());
     const uint64_t collected = engine.stats().segments_collected;
     EXPECT_GT(collected, 500u);
@@ -309,7 +322,8 @@ TEST(EngineTest, GcInStepsBoundsTheCopiesPerRequest) {
       if (i % 997 == 0) {
         Status s = engine.CheckInvariants();
         EXPECT_TRUE(s.ok()) << "after " << i << ": " << s.ToString();
-        EXPECT_EQ(engine.stats().valid_blocks, live.size()) << "a valid block was lost or duplicated";
+        EXPECT_EQ(engine.stats().valid_blocks, live.size())
+            << "a valid block was lost or duplicated";
       }
     }
     EXPECT_TRUE(engine.Flush().ok());
@@ -320,9 +334,11 @@ TEST(EngineTest, GcInStepsBoundsTheCopiesPerRequest) {
   uint64_t over_steps = 0, most_steps = 0, over_whole = 0, most_whole = 0;
   const double wa_steps = run(2, &over_steps, &most_steps);
   const double wa_whole = run(0, &over_whole, &most_whole);
-  std::printf("steps of 2: WA %.3f, %llu requests copied more (most %llu); whole victims: WA %.3f, most %llu\n",
-              wa_steps, (unsigned long long)over_steps, (unsigned long long)most_steps, wa_whole,
-              (unsigned long long)most_whole);
+  std::printf(
+      "steps of 2: WA %.3f, %llu requests copied more (most %llu); whole victims: WA %.3f, most "
+      "%llu\n",
+      wa_steps, (unsigned long long)over_steps, (unsigned long long)most_steps, wa_whole,
+      (unsigned long long)most_whole);
   EXPECT_LT(over_steps, 40000u / 1000) << "urgent collections are rare";
   EXPECT_GT(most_whole, 10u) << "whole victims copy many blocks in one request";
   EXPECT_LT(wa_steps, wa_whole * 1.1);
@@ -352,7 +368,8 @@ TEST(EngineTest, DeferredFreesStayAvailableWhileTheCallerFlushes) {
   uint64_t rounds = 0;
   int round_started = 0;
   for (int i = 0; i < 30000; ++i) {
-    ASSERT_TRUE(engine.Write(rng() % 10 < 8 ? rng() % 100 : rng() % 500, 1, uint64_t(i) * 5).ok()) << i;
+    ASSERT_TRUE(engine.Write(rng() % 10 < 8 ? rng() % 100 : rng() % 500, 1, uint64_t(i) * 5).ok())
+        << i;
     if (!marked && engine.free_due()) {
       mark = engine.UnfreedMark();  // a flush round begins
       marked = true;
@@ -366,10 +383,12 @@ TEST(EngineTest, DeferredFreesStayAvailableWhileTheCallerFlushes) {
   }
   ASSERT_TRUE(engine.CheckInvariants().ok());
   std::printf("%llu rounds, %llu flushes, %llu collected, %llu freed\n", (unsigned long long)rounds,
-              (unsigned long long)store.flushes, (unsigned long long)engine.stats().segments_collected,
+              (unsigned long long)store.flushes,
+              (unsigned long long)engine.stats().segments_collected,
               (unsigned long long)store.frees);
   EXPECT_GT(rounds, 10u);
-  EXPECT_GT(store.flushes, rounds) << "the store ran out during a round, and the engine freed the victims itself";
+  EXPECT_GT(store.flushes, rounds)
+      << "the store ran out during a round, and the engine freed the victims itself";
   ASSERT_TRUE(engine.Flush().ok());
   EXPECT_EQ(store.frees, engine.stats().segments_collected) << "every victim freed once";
 }
@@ -380,7 +399,8 @@ TEST(EngineTest, DeferredFreesStayAvailableWhileTheCallerFlushes) {
 // "crash" recovers a new engine from what is durable: every segment not durably freed.
 class DurableFreeStore final : public SegmentStore {
  public:
-  explicit DurableFreeStore(uint32_t segment_blocks, uint32_t segments) : blocks_(segment_blocks), limit_(segments) {}
+  explicit DurableFreeStore(uint32_t segment_blocks, uint32_t segments)
+      : blocks_(segment_blocks), limit_(segments) {}
   struct Seg {
     uint32_t cls;
     std::vector<LogEngine::RecoveredBlock> tags;
@@ -391,14 +411,17 @@ class DurableFreeStore final : public SegmentStore {
     segs_[next_] = Seg{cls, {}, {}};
     return next_++;
   }
-  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t user_time, std::span<const std::byte> data) override {
+  Result<uint32_t> Append(uint64_t h, uint64_t lba, uint64_t user_time,
+                          std::span<const std::byte> data) override {
     Seg& s = segs_.at(h);
     const auto pos = static_cast<uint32_t>(s.data.size());
     s.tags.push_back({lba, user_time, pos});
     s.data.emplace_back(data.begin(), data.end());
     return pos;
   }
-  bool Full(uint64_t h, uint32_t n) const override { return n >= blocks_ || segs_.at(h).data.size() >= blocks_; }
+  bool Full(uint64_t h, uint32_t n) const override {
+    return n >= blocks_ || segs_.at(h).data.size() >= blocks_;
+  }
   Status Seal(uint64_t) override { return Status::Ok(); }
   Status Free(uint64_t h) override {
     pending_.push_back(h);  // gone from the engine's view; on "disk" until a flush
@@ -485,23 +508,27 @@ TEST(EngineTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
       ++crashes;
     }
     if (op % 97 == 0 || r >= 97) {
-      ASSERT_TRUE(engine->CheckInvariants().ok()) << engine->CheckInvariants().ToString() << " op " << op;
+      ASSERT_TRUE(engine->CheckInvariants().ok())
+          << engine->CheckInvariants().ToString() << " op " << op;
       for (uint64_t l = 0; l < kLbas; ++l) {
         ASSERT_TRUE(engine->Read(l, back).ok());
-        ASSERT_EQ(uint8_t(back[0]), model[l]) << "lba " << l << " op " << op << (r >= 97 ? " after a crash" : "");
+        ASSERT_EQ(uint8_t(back[0]), model[l])
+            << "lba " << l << " op " << op << (r >= 97 ? " after a crash" : "");
       }
     }
   }
   // Trim everything: once the victims' frees are durable, no record is needed.
   ASSERT_TRUE(engine->Trim(0, kLbas).ok());
-  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(engine->Write(1000 + uint64_t(rng() % 50), 1, 1, block).ok());
+  for (int i = 0; i < 20000; ++i)
+    ASSERT_TRUE(engine->Write(1000 + uint64_t(rng() % 50), 1, 1, block).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Flush().ok());
   const EngineStats& st = engine->stats();
   records += st.trim_records;
   rewritten += st.gc_trim_records;
-  std::printf("%llu trims, %llu crashes, %llu records, %llu rewritten by GC, %llu live at the end\n",
-              (unsigned long long)trims, (unsigned long long)crashes, (unsigned long long)records,
-              (unsigned long long)rewritten, (unsigned long long)st.live_trim_records);
+  std::printf(
+      "%llu trims, %llu crashes, %llu records, %llu rewritten by GC, %llu live at the end\n",
+      (unsigned long long)trims, (unsigned long long)crashes, (unsigned long long)records,
+      (unsigned long long)rewritten, (unsigned long long)st.live_trim_records);
   EXPECT_GT(crashes, 100u);
   EXPECT_GT(records, trims / 4) << "trims of stored blocks write records";
   EXPECT_LT(records, trims) << "trims of blocks with no copy left write none";

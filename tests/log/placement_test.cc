@@ -24,7 +24,8 @@ TEST(SepBitTest, UserWritesBeforeLifespanIsKnown) {
   EXPECT_EQ(p->UserWrite(8, At(1)), 1u) << "a first write invalidates nothing: class 2";
   EXPECT_EQ(p->UserWrite(7, At(2)), 1u);
   EXPECT_EQ(p->UserWrite(9, At(3)), 1u);
-  EXPECT_EQ(p->UserWrite(7, At(4)), 0u) << "l is infinite: a rewrite within the FIFO's span is class 1";
+  EXPECT_EQ(p->UserWrite(7, At(4)), 0u)
+      << "l is infinite: a rewrite within the FIFO's span is class 1";
   // The reference's boundary: the distance must be strictly below min(l, FIFO length), so
   // rewriting the FIFO's oldest entry (distance == length) is long-lived.
   EXPECT_EQ(p->UserWrite(8, At(5)), 1u);
@@ -80,7 +81,8 @@ TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
   std::deque<std::pair<uint64_t, uint64_t>> fifo;  // (lba, user time), oldest first
   double l = std::numeric_limits<double>::max();
   for (uint64_t now = 1; now <= 60000; ++now) {
-    if (now % 1500 == 0) {  // sixteen class-1 collections: l = their mean lifespan, often fractional
+    if (now % 1500 ==
+        0) {  // sixteen class-1 collections: l = their mean lifespan, often fractional
       double total = 0;
       for (int i = 0; i < 16; ++i) {
         const uint64_t created = now - 1 - rng() % 400;
@@ -91,8 +93,8 @@ TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
       ASSERT_DOUBLE_EQ(p->stats().lifespan_threshold, l);
       GcAgeBands bands;
       ASSERT_TRUE(p->GcBandsFor(1, At(now), &bands));
-      for (uint64_t age : {uint64_t{0}, uint64_t(l * 4) - 1, uint64_t(l * 4), uint64_t(l * 4) + 1, uint64_t(l * 16),
-                           uint64_t(l * 16) + 1, now}) {
+      for (uint64_t age : {uint64_t{0}, uint64_t(l * 4) - 1, uint64_t(l * 4), uint64_t(l * 4) + 1,
+                           uint64_t(l * 16), uint64_t(l * 16) + 1, now}) {
         const uint32_t want = double(age) < l * 4 ? 3 : double(age) < l * 16 ? 4 : 5;
         EXPECT_EQ(bands.ClassOf(age), want) << "age " << age << ", l " << l;
         EXPECT_EQ(p->GcWrite(7, now - age, 1, At(now)), want);
@@ -144,7 +146,8 @@ TEST(FigureTwoTest, IdealPlacementNeverRewrites) {
     o.gp_threshold = 0.5;
     o.selection = selection;
     LogEngine engine(o, *fk, store);
-    for (size_t i = 0; i < lbas.size(); ++i) ASSERT_TRUE(engine.Write(lbas[i], 1, 10 * (i + 1)).ok());
+    for (size_t i = 0; i < lbas.size(); ++i)
+      ASSERT_TRUE(engine.Write(lbas[i], 1, 10 * (i + 1)).ok());
     EXPECT_GE(engine.stats().segments_collected, 1u) << "GC must have run";
     EXPECT_EQ(engine.stats().gc_blocks, 0u) << "the ideal placement rewrites nothing";
     EXPECT_DOUBLE_EQ(engine.stats().wa(), 1.0);

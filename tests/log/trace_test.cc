@@ -33,7 +33,9 @@ TEST(TraceTest, EachFormatParses) {
   EXPECT_EQ(r.blocks, 1u);
   EXPECT_EQ(r.timestamp_us, 1538323200000000u);
 
-  ASSERT_TRUE(ParseTraceLine(TraceFormat::kMsr, "128166372003061629,hm,1,Write,3221225472,65536,1331", &r).ok());
+  ASSERT_TRUE(
+      ParseTraceLine(TraceFormat::kMsr, "128166372003061629,hm,1,Write,3221225472,65536,1331", &r)
+          .ok());
   EXPECT_EQ(r.volume, "hm_1");
   EXPECT_TRUE(r.write);
   EXPECT_EQ(r.lba, 786432u);
@@ -43,10 +45,11 @@ TEST(TraceTest, EachFormatParses) {
 
 TEST(TraceTest, MalformedLinesAreRejected) {
   TraceRecord r;
-  for (const char* bad : {"1,W,8192,4096", "1,W,8192,4096,5,6", "1,X,8192,4096,5", "1,W,abc,4096,5",
-                          "1,W,8192,0,5", "1,W,-1,4096,5", "", "1,W,18446744073709551615,4096,1",
-                          // Ends within 4 KiB of 2^64: rounding its end up used to wrap to 0 blocks.
-                          "0,R,53,18446744073709551115,75"}) {
+  for (const char* bad :
+       {"1,W,8192,4096", "1,W,8192,4096,5,6", "1,X,8192,4096,5", "1,W,abc,4096,5", "1,W,8192,0,5",
+        "1,W,-1,4096,5", "", "1,W,18446744073709551615,4096,1",
+        // Ends within 4 KiB of 2^64: rounding its end up used to wrap to 0 blocks.
+        "0,R,53,18446744073709551115,75"}) {
     EXPECT_FALSE(ParseTraceLine(TraceFormat::kAlibaba, bad, &r).ok()) << "'" << bad << "'";
   }
   ASSERT_TRUE(ParseTraceLine(TraceFormat::kAlibaba, "1,W,18446744073709547520,4095,1", &r).ok())
@@ -61,7 +64,9 @@ TEST(TraceTest, MalformedLinesAreRejected) {
 class TraceFileTest : public ::testing::Test {
  protected:
   std::string Path(const std::string& ext) {
-    return (std::filesystem::temp_directory_path() / ("eraid_trace_" + std::to_string(::getpid()) + ext)).string();
+    return (std::filesystem::temp_directory_path() /
+            ("eraid_trace_" + std::to_string(::getpid()) + ext))
+        .string();
   }
   void TearDown() override {
     for (auto& p : made_) std::filesystem::remove(p);
@@ -116,8 +121,10 @@ TEST_F(TraceFileTest, ErrorsNameFileAndLine) {
   ASSERT_TRUE(reader->Next(&r).ok());
   auto bad = reader->Next(&r);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find(plain + ":2:"), std::string::npos) << bad.status().message();
-  EXPECT_EQ(TraceReader::Open("/nonexistent/x.csv", TraceFormat::kAlibaba).status().code(), StatusCode::kIoError);
+  EXPECT_NE(bad.status().message().find(plain + ":2:"), std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(TraceReader::Open("/nonexistent/x.csv", TraceFormat::kAlibaba).status().code(),
+            StatusCode::kIoError);
   std::string trunc = Path(".trunc.zst");
   made_.push_back(trunc);
   std::string z(ZSTD_compressBound(1000), '\0');
@@ -136,11 +143,13 @@ TEST_F(TraceFileTest, LargeFilesReadLineForLineAsTheParser) {
     std::string text;
     for (uint64_t i = 0; text.size() < (9u << 20); ++i) {
       if (format == TraceFormat::kAlibaba) {
-        text += std::to_string(i % 7) + "," + (i % 3 ? "W" : "R") + "," + std::to_string(i * 4096 + i % 5) + "," +
-                std::to_string(1 + i % 20000) + "," + std::to_string(1600000000000000 + i) + "\n";
+        text += std::to_string(i % 7) + "," + (i % 3 ? "W" : "R") + "," +
+                std::to_string(i * 4096 + i % 5) + "," + std::to_string(1 + i % 20000) + "," +
+                std::to_string(1600000000000000 + i) + "\n";
       } else {
-        text += std::to_string(128166372003061629 + i) + ",host" + std::to_string(i % 3) + "," + std::to_string(i % 2) +
-                "," + (i % 4 ? "Write" : "Read") + "," + std::to_string(i * 512) + ",4096,1331\n";
+        text += std::to_string(128166372003061629 + i) + ",host" + std::to_string(i % 3) + "," +
+                std::to_string(i % 2) + "," + (i % 4 ? "Write" : "Read") + "," +
+                std::to_string(i * 512) + ",4096,1331\n";
       }
       if (i % 1000 == 0) text += "# a comment\n\n";
     }
@@ -156,8 +165,8 @@ TEST_F(TraceFileTest, LargeFilesReadLineForLineAsTheParser) {
       ASSERT_TRUE(ParseTraceLine(format, line, &r).ok()) << line;
       want.push_back(r);
     }
-    const std::string plain = Path(".big.csv"), gz = Path(".big.csv.gz"), gz_unnamed = Path(".big.gzdata"),
-                      zst = Path(".big.csv.zst");
+    const std::string plain = Path(".big.csv"), gz = Path(".big.csv.gz"),
+                      gz_unnamed = Path(".big.gzdata"), zst = Path(".big.csv.zst");
     made_ = {plain, gz, gz_unnamed, zst};
     WritePlain(plain, text);
     WriteGzip(gz, text);

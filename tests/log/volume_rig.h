@@ -32,8 +32,8 @@ struct Rig {
 
   explicit Rig(const std::string& placement, uint32_t devices = 4,
                GcTrigger gc_when = GcTrigger::kFreeSpace, uint64_t device_blocks = 4096,
-               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4, uint32_t gc_frees_per_flush = 0,
-               bool named_volumes = false) {
+               uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4,
+               uint32_t gc_frees_per_flush = 0, bool named_volumes = false) {
     options.placement = placement;
     if (named_volumes) Volumes::SetOptions(&options);
     options.gc_frees_per_flush = gc_frees_per_flush;
@@ -88,7 +88,8 @@ struct Model {
     auto d = durable.find(lba);
     if (got == (d == durable.end() ? Block(kBlockSize) : d->second)) return true;
     auto s = since.find(lba);
-    return s != since.end() && std::find(s->second.begin(), s->second.end(), got) != s->second.end();
+    return s != since.end() &&
+           std::find(s->second.begin(), s->second.end(), got) != s->second.end();
   }
   void Settle(uint64_t lba, Block got) {
     since.erase(lba);

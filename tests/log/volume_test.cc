@@ -11,11 +11,11 @@
 #include <barrier>
 #include <cstring>
 #include <map>
-#include <thread>
 #include <random>
+#include <thread>
 
-#include "common/data_gen.h"
 #include "common/crc32c.h"
+#include "common/data_gen.h"
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
@@ -45,7 +45,8 @@ TEST_P(VolumeTest, ModelWithGcAndReopen) {
       uint64_t n = std::min<uint64_t>(1 + rng() % 8, cap - lba);
       for (uint64_t i = 0; i < n; ++i) {
         FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 50, rng);
-        model.Wrote(lba + i, Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
+        model.Wrote(lba + i,
+                    Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
       }
       Status ws = rig.volume->Write(lba, std::span(buf).first(BlocksToBytes(n)));
       ASSERT_TRUE(ws.ok()) << ws.ToString() << " after " << op << " ops";
@@ -79,7 +80,8 @@ TEST_P(VolumeTest, ModelWithGcAndReopen) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest, ::testing::Values("sepbit", "nosep", "sepgc", "dac", "hybrid"));
+INSTANTIATE_TEST_SUITE_P(Placements, VolumeTest,
+                         ::testing::Values("sepbit", "nosep", "sepgc", "dac", "hybrid"));
 
 TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
   const std::vector<uint64_t> seeds = TestSeeds("ERAID_VOLUME_CRASH_SEEDS", 6);
@@ -88,7 +90,8 @@ TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
     // GC victims freed one per flush of their copies, or several (as on a large array).
-    Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, /*gc_frees_per_flush=*/1 + seed % 3);  // (of the seed: a replay runs the same)
+    Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4,
+            /*gc_frees_per_flush=*/1 + seed % 3);  // (of the seed: a replay runs the same)
     const uint64_t cap = rig.volume->capacity_blocks();
     Model model;
     Block buf(BlocksToBytes(4)), back(kBlockSize);
@@ -108,8 +111,10 @@ TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
           continue;
         }
         for (uint64_t i = 0; i < n; ++i) {
-          FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 60, rng);
-          model.Wrote(lba + i, Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
+          FillBlockWithCompressibility(std::span(buf).subspan(BlocksToBytes(i), kBlockSize), 60,
+                                       rng);
+          model.Wrote(lba + i,
+                      Block(buf.begin() + BlocksToBytes(i), buf.begin() + BlocksToBytes(i + 1)));
         }
         if (!rig.volume->Write(lba, std::span(buf).first(BlocksToBytes(n))).ok()) break;
       }
@@ -118,7 +123,8 @@ TEST(VolumeCrashTest, PowerCutsKeepFlushedBlocksAcrossGc) {
       for (uint64_t lba = 0; lba < cap; ++lba) {
         Status s = rig.volume->Read(lba, back);
         ASSERT_TRUE(s.ok()) << "lba " << lba << ": " << s.ToString();
-        ASSERT_TRUE(model.Allowed(lba, back)) << "lba " << lba << " holds a value it never had since its last flush";
+        ASSERT_TRUE(model.Allowed(lba, back))
+            << "lba " << lba << " holds a value it never had since its last flush";
         model.Settle(lba, back);
       }
     }
@@ -199,8 +205,9 @@ TEST(VolumeTest, GcVictimsSpaceIsTrimmedWithoutAnotherUserFlush) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     untrimmed = rig.array->stats().untrimmed_free_segments;
   }
-  std::printf("%llu segments collected; %u freed but untrimmed after the user flush, %u at the end\n",
-              (unsigned long long)collected, at_flush, untrimmed);
+  std::printf(
+      "%llu segments collected; %u freed but untrimmed after the user flush, %u at the end\n",
+      (unsigned long long)collected, at_flush, untrimmed);
   EXPECT_EQ(untrimmed, 0u) << "freed segments' space is given back without another user flush";
 }
 
@@ -334,7 +341,8 @@ TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
       last = writes;
       const SegmentScheme to = conversions % 2 ? SegmentScheme::kRaid5 : SegmentScheme::kRaid10;
       for (uint32_t s = 0; s < array->geometry().segments && !stop; ++s) {
-        if (array->segment_info(SegmentId(s)).sealed && array->Convert(SegmentId(s), to).ok()) ++conversions;
+        if (array->segment_info(SegmentId(s)).sealed && array->Convert(SegmentId(s), to).ok())
+          ++conversions;
       }
       auto rep = array->Scrub();
       if (!rep.ok() || rep->unrepairable > 0) ++bad;
@@ -347,9 +355,9 @@ TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
   threads[1].join();
   stop = true;
   for (size_t i = 2; i < threads.size(); ++i) threads[i].join();
-  std::printf("writes=%llu reads=%llu conversions=%llu scrubs=%llu\n", (unsigned long long)writes.load(),
-              (unsigned long long)reads.load(), (unsigned long long)conversions.load(),
-              (unsigned long long)scrubs.load());
+  std::printf("writes=%llu reads=%llu conversions=%llu scrubs=%llu\n",
+              (unsigned long long)writes.load(), (unsigned long long)reads.load(),
+              (unsigned long long)conversions.load(), (unsigned long long)scrubs.load());
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_GT(conversions.load(), 0u);
   EXPECT_GE(reads.load(), 2000u);
@@ -370,7 +378,8 @@ TEST(VolumeTest, TrimFreesSpaceAndSurvivesRestart) {
   Block b(BlocksToBytes(64)), back(kBlockSize);
   for (uint64_t lba = 0; lba < cap; lba += 64) {
     const uint64_t n = std::min<uint64_t>(64, cap - lba);
-    for (uint64_t i = 0; i < n; ++i) FillBlockWithCompressibility(std::span(b).subspan(BlocksToBytes(i), kBlockSize), 50, rng);
+    for (uint64_t i = 0; i < n; ++i)
+      FillBlockWithCompressibility(std::span(b).subspan(BlocksToBytes(i), kBlockSize), 50, rng);
     ASSERT_TRUE(rig.volume->Write(lba, std::span(b).first(BlocksToBytes(n))).ok());
   }
   const uint64_t full = rig.volume->stats().engine.valid_blocks;
@@ -378,7 +387,8 @@ TEST(VolumeTest, TrimFreesSpaceAndSurvivesRestart) {
   const VolumeStats st = rig.volume->stats();
   EXPECT_LT(st.engine.valid_blocks, full / 5);
   EXPECT_GT(st.engine.trim_records, 0u);
-  EXPECT_LE(st.engine.trim_records, cap / LogEngine::kMaxTrimRecordBlocks + 2) << "one record per range";
+  EXPECT_LE(st.engine.trim_records, cap / LogEngine::kMaxTrimRecordBlocks + 2)
+      << "one record per range";
   EXPECT_EQ(rig.volume->Locate(7), std::nullopt);
   ASSERT_TRUE(rig.volume->Read(7, back).ok());
   EXPECT_EQ(back, Block(kBlockSize));
@@ -390,17 +400,23 @@ TEST(VolumeTest, TrimFreesSpaceAndSurvivesRestart) {
   // Writes to the last tenth make GC run: it reclaims the trimmed segments.
   for (int i = 0; i < 20000; ++i) {
     FillBlockWithCompressibility(std::span(b).first(kBlockSize), 50, rng);
-    ASSERT_TRUE(rig.volume->Write(cap - 1 - rng() % (cap / 10), std::span(b).first(kBlockSize)).ok());
+    ASSERT_TRUE(
+        rig.volume->Write(cap - 1 - rng() % (cap / 10), std::span(b).first(kBlockSize)).ok());
   }
   ASSERT_TRUE(rig.volume->Flush().ok());
   const EngineStats after = rig.volume->stats().engine;
-  std::printf("GC: %llu segments collected, %llu blocks copied for 20000 written; trim records %llu written, "
-              "%llu rewritten, %llu live\n",
-              (unsigned long long)(after.segments_collected - st.engine.segments_collected),
-              (unsigned long long)(after.gc_blocks - st.engine.gc_blocks), (unsigned long long)after.trim_records,
-              (unsigned long long)after.gc_trim_records, (unsigned long long)after.live_trim_records);
-  EXPECT_GT(after.segments_collected - st.engine.segments_collected, 20u) << "the rewrites must make GC run";
-  EXPECT_LT(after.gc_blocks - st.engine.gc_blocks, 20000u / 10) << "trimmed blocks are garbage, not copied";
+  std::printf(
+      "GC: %llu segments collected, %llu blocks copied for 20000 written; trim records %llu "
+      "written, "
+      "%llu rewritten, %llu live\n",
+      (unsigned long long)(after.segments_collected - st.engine.segments_collected),
+      (unsigned long long)(after.gc_blocks - st.engine.gc_blocks),
+      (unsigned long long)after.trim_records, (unsigned long long)after.gc_trim_records,
+      (unsigned long long)after.live_trim_records);
+  EXPECT_GT(after.segments_collected - st.engine.segments_collected, 20u)
+      << "the rewrites must make GC run";
+  EXPECT_LT(after.gc_blocks - st.engine.gc_blocks, 20000u / 10)
+      << "trimmed blocks are garbage, not copied";
   rig.PowerCutAndReopen(9);
   if (HasFatalFailure()) return;
   for (uint64_t lba = 0; lba < cap - cap / 10; lba += 97) {
@@ -423,7 +439,8 @@ TEST(VolumeTest, BadRequests) {
   fk.placement = "fk";
   EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument);
   fk.placement = "oracle";
-  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument) << "the future: replay only";
+  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument)
+      << "the future: replay only";
   EXPECT_EQ(Volume::Create(*rig.array, rig.options).status().code(), StatusCode::kInvalidArgument)
       << "an array with data is opened, not created over";
 }
@@ -457,8 +474,9 @@ TEST(VolumeTest, ManyRestartsNeverRunOutOfSpace) {
         ASSERT_TRUE(rig.volume->Trim(rng() % span, 1).ok());
       }
       Status s = rig.volume->Write(rng() % span, b);
-      ASSERT_TRUE(s.ok()) << "restart " << restart << " write " << i << ": " << s.ToString() << "; free segments "
-                          << rig.array->stats().free_segments << " of " << rig.array->stats().segments;
+      ASSERT_TRUE(s.ok()) << "restart " << restart << " write " << i << ": " << s.ToString()
+                          << "; free segments " << rig.array->stats().free_segments << " of "
+                          << rig.array->stats().segments;
     }
     ASSERT_TRUE(rig.volume->Flush().ok());
     rig.PowerCutAndReopen(rng());
@@ -497,7 +515,8 @@ TEST(VolumesTest, IsolatedThinVolumesCreateResizeDelete) {
   ASSERT_TRUE(vols->Create("a", a_size).ok());
   ASSERT_TRUE(vols->Create("b", b_size).ok());
   EXPECT_EQ(vols->Create("b", 5).code(), StatusCode::kInvalidArgument) << "names are unique";
-  EXPECT_EQ(vols->Create("huge", cap * Volumes::kOvercommit).code(), StatusCode::kNoSpace) << "overcommit limit";
+  EXPECT_EQ(vols->Create("huge", cap * Volumes::kOvercommit).code(), StatusCode::kNoSpace)
+      << "overcommit limit";
   EXPECT_EQ(saves, 2);
   auto def = std::move(vols->Open("")).value();
   auto a = std::move(vols->Open("a")).value();
@@ -515,7 +534,8 @@ TEST(VolumesTest, IsolatedThinVolumesCreateResizeDelete) {
     ASSERT_TRUE(vols->Write(*b, lba, block('b', lba)).ok());
   }
   ASSERT_TRUE(vols->Write(*a, a_size - 1, block('a', a_size - 1)).ok()) << "a's second extent";
-  EXPECT_EQ(vols->Write(*b, b_size, block('b', 0)).code(), StatusCode::kInvalidArgument) << "past b's end";
+  EXPECT_EQ(vols->Write(*b, b_size, block('b', 0)).code(), StatusCode::kInvalidArgument)
+      << "past b's end";
   for (uint64_t lba : {uint64_t{0}, uint64_t{299}}) {
     ASSERT_TRUE(vols->Read(*def, lba, back).ok());
     EXPECT_EQ(back, block('d', lba));
@@ -599,7 +619,8 @@ TEST(VolumesTest, OvercommittedVolumesRunOutWithNoSpaceAndTrimsMakeRoom) {
     if (!s.ok()) break;
   }
   ASSERT_EQ(s.code(), StatusCode::kNoSpace) << s.ToString();
-  std::printf("NoSpace after %llu blocks over a capacity of %llu\n", (unsigned long long)written, (unsigned long long)cap);
+  std::printf("NoSpace after %llu blocks over a capacity of %llu\n", (unsigned long long)written,
+              (unsigned long long)cap);
   EXPECT_LE(rig.volume->stats().engine.valid_blocks, cap);
   EXPECT_GT(written, cap - 64);
   for (const auto& [key, mark] : model) {

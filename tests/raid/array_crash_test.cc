@@ -61,8 +61,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
     return faulty.back().get();
   };
 
-  std::map<Key, Block> durable;   // acknowledged by a flush (or a seal)
-  std::map<Key, Block> pending;   // appended since the last completed flush
+  std::map<Key, Block> durable;  // acknowledged by a flush (or a seal)
+  std::map<Key, Block> pending;  // appended since the last completed flush
   std::set<uint32_t> open, sealed;
   std::map<uint32_t, std::set<SegmentScheme>> allowed;  // schemes a segment may have after a crash
   Block b(kBlockSize);
@@ -81,7 +81,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
     Block back(kBlockSize);
     for (const auto& [key, data] : durable) {
       Status s = array->Read(SegmentId(key.first), key.second, back);
-      ASSERT_TRUE(s.ok()) << "segment " << key.first << " pos " << key.second << ": " << s.ToString();
+      ASSERT_TRUE(s.ok()) << "segment " << key.first << " pos " << key.second << ": "
+                          << s.ToString();
       ASSERT_EQ(back, data) << "segment " << key.first << " pos " << key.second;
       ++totals->verified;
     }
@@ -98,9 +99,10 @@ void RunSeed(uint64_t seed, Totals* totals) {
         SegmentInfo info = array->segment_info(SegmentId(seg));
         for (uint32_t pos = 0; pos < info.frontier; ++pos) {
           if (!array->Read(SegmentId(seg), pos, back).ok()) {
-            std::printf("lost: segment %u (%s, frontier %u, was open %d) pos %u durable %d pending %d\n", seg,
-                        raid_format::SchemeName(info.scheme), info.frontier, (int)open.count(seg), pos,
-                        (int)durable.count({seg, pos}), (int)pending.count({seg, pos}));
+            std::printf(
+                "lost: segment %u (%s, frontier %u, was open %d) pos %u durable %d pending %d\n",
+                seg, raid_format::SchemeName(info.scheme), info.frontier, (int)open.count(seg), pos,
+                (int)durable.count({seg, pos}), (int)pending.count({seg, pos}));
           }
         }
       }
@@ -112,7 +114,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
     open.clear();
     std::erase_if(sealed, [&](uint32_t s) {
       if (array->segment_info(SegmentId(s)).scheme != SegmentScheme::kFree) return false;
-      EXPECT_FALSE(std::any_of(durable.begin(), durable.end(), [&](const auto& kv) { return kv.first.first == s; }))
+      EXPECT_FALSE(std::any_of(durable.begin(), durable.end(),
+                               [&](const auto& kv) { return kv.first.first == s; }))
           << "segment " << s << " came back free with acknowledged blocks";
       allowed.erase(s);
       return true;
@@ -137,7 +140,9 @@ void RunSeed(uint64_t seed, Totals* totals) {
         if (open.size() < 3 && (open.empty() || rng() % 8 == 0)) {
           auto scheme = rng() % 2 ? SegmentScheme::kRaid5 : SegmentScheme::kRaid10;
           auto s = array->AllocateSegment(scheme);
-          if (std::getenv("ERAID_DEBUG")) std::printf("allocate %s: %s\n", raid_format::SchemeName(scheme), s.ok() ? std::to_string(s->value).c_str() : s.status().ToString().c_str());
+          if (std::getenv("ERAID_DEBUG"))
+            std::printf("allocate %s: %s\n", raid_format::SchemeName(scheme),
+                        s.ok() ? std::to_string(s->value).c_str() : s.status().ToString().c_str());
           if (!s.ok()) break;  // power cut, or full
           open.insert(s->value);
           allowed[s->value] = {scheme, SegmentScheme::kFree};  // free again if no flush followed
@@ -169,12 +174,15 @@ void RunSeed(uint64_t seed, Totals* totals) {
         uint32_t s = *std::next(sealed.begin(), static_cast<long>(rng() % sealed.size()));
         auto from = array->segment_info(SegmentId(s)).scheme;
         auto to = from == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
-        const bool may_be_free = allowed[s].count(SegmentScheme::kFree) > 0;  // until the conversion's flush
+        const bool may_be_free =
+            allowed[s].count(SegmentScheme::kFree) > 0;  // until the conversion's flush
         allowed[s] = {from, to};
         if (may_be_free) allowed[s].insert(SegmentScheme::kFree);
         converting = true;
         Status st = array->Convert(SegmentId(s), to);
-        if (std::getenv("ERAID_DEBUG")) std::printf("convert %u to %s: %s\n", s, raid_format::SchemeName(to), st.ToString().c_str());
+        if (std::getenv("ERAID_DEBUG"))
+          std::printf("convert %u to %s: %s\n", s, raid_format::SchemeName(to),
+                      st.ToString().c_str());
         if (st.ok()) {
           allowed[s] = {to};
           converting = false;
@@ -217,7 +225,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
   ASSERT_TRUE(array->FailDevice(victim).ok());
   Block back(kBlockSize);
   for (const auto& [key, data] : durable) {
-    ASSERT_TRUE(array->Read(SegmentId(key.first), key.second, back).ok()) << "device " << victim << " down";
+    ASSERT_TRUE(array->Read(SegmentId(key.first), key.second, back).ok())
+        << "device " << victim << " down";
     ASSERT_EQ(back, data);
   }
 }
@@ -234,11 +243,13 @@ TEST(ArrayCrashTest, PowerCutsKeepFlushedDataAndRedundancy) {
       return;
     }
   }
-  std::printf("crashes=%llu (inside a conversion: %llu, conversions interrupted: %llu, inside a rebuild: %llu; "
-              "rebuilds completed: %llu) verified_blocks=%llu\n",
-              (unsigned long long)totals.crashes, (unsigned long long)totals.in_conversion,
-              (unsigned long long)totals.converted_then_crashed, (unsigned long long)totals.in_rebuild,
-              (unsigned long long)totals.rebuilds, (unsigned long long)totals.verified);
+  std::printf(
+      "crashes=%llu (inside a conversion: %llu, conversions interrupted: %llu, inside a rebuild: "
+      "%llu; "
+      "rebuilds completed: %llu) verified_blocks=%llu\n",
+      (unsigned long long)totals.crashes, (unsigned long long)totals.in_conversion,
+      (unsigned long long)totals.converted_then_crashed, (unsigned long long)totals.in_rebuild,
+      (unsigned long long)totals.rebuilds, (unsigned long long)totals.verified);
   if (seeds.size() >= 10) {
     EXPECT_GT(totals.in_conversion, 0u) << "some power cuts must land in conversions";
     EXPECT_GT(totals.in_rebuild, 0u) << "some power cuts must land in rebuilds";
@@ -357,7 +368,8 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
     for (int t = 0; t < 2; ++t) {
       for (const auto& [key, data] : covered[t]) {
         Status st = array->Read(SegmentId(key.first), key.second, back);
-        ASSERT_TRUE(st.ok()) << "segment " << key.first << " pos " << key.second << ": " << st.ToString();
+        ASSERT_TRUE(st.ok()) << "segment " << key.first << " pos " << key.second << ": "
+                             << st.ToString();
         ASSERT_EQ(back, data) << "segment " << key.first << " pos " << key.second;
       }
     }

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <atomic>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -17,7 +17,6 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 #include "raid/metadata.h"
-
 #include "tests/test_seed.h"
 
 namespace eraid {
@@ -34,7 +33,8 @@ struct Rig {
   std::map<std::pair<uint32_t, uint32_t>, Block> model;
   std::mt19937_64 rng;
 
-  Rig(uint32_t devices, uint32_t chunk, uint32_t rows, uint64_t device_blocks, uint64_t seed) : rng(seed) {
+  Rig(uint32_t devices, uint32_t chunk, uint32_t rows, uint64_t device_blocks, uint64_t seed)
+      : rng(seed) {
     for (uint32_t d = 0; d < devices; ++d) {
       media.push_back(std::make_unique<MemBackend>(device_blocks));
       faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
@@ -71,7 +71,8 @@ struct Rig {
     Block back(kBlockSize);
     for (const auto& [key, data] : model) {
       Status s = array->Read(SegmentId(key.first), key.second, back);
-      ASSERT_TRUE(s.ok()) << when << ": segment " << key.first << " pos " << key.second << ": " << s.ToString();
+      ASSERT_TRUE(s.ok()) << when << ": segment " << key.first << " pos " << key.second << ": "
+                          << s.ToString();
       ASSERT_EQ(back, data) << when << ": segment " << key.first << " pos " << key.second;
     }
   }
@@ -141,7 +142,10 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     // Replace and rebuild online, with progress reported per segment.
     rig.spares.push_back(std::make_unique<MemBackend>(4096));
     uint32_t reports = 0;
-    ASSERT_TRUE(rig.array->Replace(f, rig.spares.back().get(), 0, [&](const RebuildProgress&) { ++reports; }).ok());
+    ASSERT_TRUE(
+        rig.array
+            ->Replace(f, rig.spares.back().get(), 0, [&](const RebuildProgress&) { ++reports; })
+            .ok());
     EXPECT_EQ(reports, rig.array->geometry().segments);
     EXPECT_FALSE(rig.array->stats().degraded);
     auto scrub = rig.array->Scrub();
@@ -168,23 +172,27 @@ std::vector<Shape> Shapes() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Geometries, ArraySweep, ::testing::ValuesIn(Shapes()), [](const auto& info) {
-  return std::to_string(info.param.devices) + "dev_chunk" + std::to_string(info.param.chunk) + "_" +
-         raid_format::SchemeName(info.param.scheme);
-});
+INSTANTIATE_TEST_SUITE_P(Geometries, ArraySweep, ::testing::ValuesIn(Shapes()),
+                         [](const auto& info) {
+                           return std::to_string(info.param.devices) + "dev_chunk" +
+                                  std::to_string(info.param.chunk) + "_" +
+                                  raid_format::SchemeName(info.param.scheme);
+                         });
 
 TEST(ArrayTest, ConversionsBothWaysKeepDataAndRedundancy) {
   Rig rig(4, 4, 4, 4096, 77);
   std::vector<SegmentId> segs;
   for (int i = 0; i < 4; ++i) {
-    segs.push_back(rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value());
+    segs.push_back(
+        rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value());
     rig.Fill(segs.back(), 1000);
     ASSERT_TRUE(rig.array->Seal(segs.back()).ok());
   }
   for (int round = 0; round < 3; ++round) {
     for (SegmentId s : segs) {
-      SegmentScheme to = rig.array->segment_info(s).scheme == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10
-                                                                                      : SegmentScheme::kRaid5;
+      SegmentScheme to = rig.array->segment_info(s).scheme == SegmentScheme::kRaid5
+                             ? SegmentScheme::kRaid10
+                             : SegmentScheme::kRaid5;
       ASSERT_TRUE(rig.array->Convert(s, to).ok());
       EXPECT_EQ(rig.array->segment_info(s).scheme, to);
     }
@@ -234,7 +242,8 @@ TEST(ArrayTest, ConversionRepairsBitRotItMeetsAndCopiesNoneOfIt) {
       ASSERT_TRUE(rig.faulty[p.device]->FlipBit(Lba(p.lba), 8 * off + 1).ok());
     }
     ASSERT_GE(rotten.size(), 5u);
-    const SegmentScheme to = from == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    const SegmentScheme to =
+        from == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
     Status converted = rig.array->Convert(s, to);
     ASSERT_TRUE(converted.ok()) << converted.ToString();
     EXPECT_EQ(rig.array->segment_info(s).scheme, to);
@@ -274,7 +283,8 @@ TEST(ArrayTest, DegradedReadAmplification) {
     uint64_t after = 0;
     for (const auto& d : rig.array->stats().devices) after += d.reads;
     double amplification = double(after - before) / lost_reads;
-    std::printf("%s: %.2f device reads per read of a lost block\n", raid_format::SchemeName(scheme), amplification);
+    std::printf("%s: %.2f device reads per read of a lost block\n", raid_format::SchemeName(scheme),
+                amplification);
     EXPECT_DOUBLE_EQ(amplification, scheme == SegmentScheme::kRaid5 ? 3.0 : 1.0);
   }
 }
@@ -324,13 +334,15 @@ TEST(ArrayTest, BitFlipsInDataParityMirrorAndSummaryAreRepaired) {
 TEST(ArrayTest, RotInBothSuperblockCopiesOfOneDeviceFailsItAtOpen) {
   Rig rig(4, 4, 4, 4096, 31);
   for (int i = 0; i < 3; ++i) {
-    SegmentId s = rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
+    SegmentId s =
+        rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
     rig.Fill(s, 500);
     ASSERT_TRUE(rig.array->Seal(s).ok());
   }
   ASSERT_TRUE(rig.array->Flush().ok());
   rig.array.reset();
-  for (uint64_t slot : {0, 1}) ASSERT_TRUE(rig.faulty[2]->FlipBit(Lba(slot), 700 + static_cast<uint32_t>(slot)).ok());
+  for (uint64_t slot : {0, 1})
+    ASSERT_TRUE(rig.faulty[2]->FlipBit(Lba(slot), 700 + static_cast<uint32_t>(slot)).ok());
   auto a = ElasticArray::Open(rig.devs);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   rig.array = std::move(a).value();
@@ -348,7 +360,8 @@ TEST(ArrayTest, RotInBothSuperblockCopiesOfOneDeviceFailsItAtOpen) {
   }
   EXPECT_FALSE(ElasticArray::Open(rig.devs).ok());
   for (uint32_t d : {0u, 3u}) {
-    for (uint64_t slot : {0, 1}) ASSERT_TRUE(rig.faulty[d]->FlipBit(Lba(slot), 900).ok());  // flipped back
+    for (uint64_t slot : {0, 1})
+      ASSERT_TRUE(rig.faulty[d]->FlipBit(Lba(slot), 900).ok());  // flipped back
   }
   rig.Reopen();
   rig.VerifyAll("the flips undone");
@@ -382,12 +395,16 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
   }
   for (int i = 0; i < 40; i += 4) {
     ASSERT_TRUE(rig.array->Free(segs[static_cast<size_t>(i)]).ok());
-    std::erase_if(rig.model, [&](const auto& kv) { return kv.first.first == segs[static_cast<size_t>(i)].value; });
+    std::erase_if(rig.model, [&](const auto& kv) {
+      return kv.first.first == segs[static_cast<size_t>(i)].value;
+    });
   }
   std::map<uint32_t, SegmentScheme> schemes;
-  for (uint32_t i = 0; i < rig.array->geometry().segments; ++i) schemes[i] = rig.array->segment_info(SegmentId(i)).scheme;
+  for (uint32_t i = 0; i < rig.array->geometry().segments; ++i)
+    schemes[i] = rig.array->segment_info(SegmentId(i)).scheme;
   rig.Reopen();
-  for (auto [i, scheme] : schemes) EXPECT_EQ(rig.array->segment_info(SegmentId(i)).scheme, scheme) << "segment " << i;
+  for (auto [i, scheme] : schemes)
+    EXPECT_EQ(rig.array->segment_info(SegmentId(i)).scheme, scheme) << "segment " << i;
   rig.VerifyAll("reopened");
   size_t blocks = 0;
   rig.array->ForEachBlock([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t) {
@@ -430,7 +447,8 @@ TEST(ArrayTest, CompressionRatiosFromTheDrives) {
   SegmentInfo info = array->segment_info(s);
   std::printf("alpha_usr %.2f alpha_pty %.2f\n", info.alpha_usr, info.alpha_pty);
   EXPECT_GT(info.alpha_usr, 2.5) << "75% compressible data";
-  EXPECT_LT(info.alpha_pty, info.alpha_usr / 2) << "parity of independent random data compresses worse";
+  EXPECT_LT(info.alpha_pty, info.alpha_usr / 2)
+      << "parity of independent random data compresses worse";
   EXPECT_GT(info.physical_bytes, 0u);
 }
 
@@ -494,12 +512,14 @@ TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
       ASSERT_TRUE(rig.array->Seal(s).ok());
       ASSERT_TRUE(rig.array->Flush().ok());
       const uint64_t packed = rig.array->stats().packed_blocks - packed0;
-      const uint64_t given = rig.given_records() - given0, compressed = rig.compressions() - compressed0;
+      const uint64_t given = rig.given_records() - given0,
+                     compressed = rig.compressions() - compressed0;
       // Every data position of the segment's rows (summaries and the padding included).
       EXPECT_EQ(packed, g.segment_positions());
       const uint64_t copies = scheme == SegmentScheme::kRaid10 ? 2 : 1;
       EXPECT_EQ(given, copies * packed) << "every copy stored as the array compressed it";
-      const uint64_t parity = scheme == SegmentScheme::kRaid5 ? uint64_t{g.rows_per_slot} * g.chunk_blocks : 0;
+      const uint64_t parity =
+          scheme == SegmentScheme::kRaid5 ? uint64_t{g.rows_per_slot} * g.chunk_blocks : 0;
       EXPECT_GE(compressed, parity);
       EXPECT_LT(compressed, parity + packed / 4) << "beyond the parity, only metadata blocks";
     }
@@ -508,7 +528,8 @@ TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
     ASSERT_TRUE(rig.array->FailDevice(failed).ok());
     for (const auto& [at, data] : model) {
       ASSERT_TRUE(rig.array->Read(SegmentId(at.first), at.second, back).ok()) << at.second;
-      ASSERT_EQ(back, data) << "segment " << at.first << " position " << at.second << ", device " << failed << " failed";
+      ASSERT_EQ(back, data) << "segment " << at.first << " position " << at.second << ", device "
+                            << failed << " failed";
     }
   }
 }
@@ -537,12 +558,18 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
         Block block(kBlockSize), back(kBlockSize);
         for (int segments = 0; segments < 6; ++segments) {
           auto s = rig.array->AllocateSegment(scheme);
-          if (!s.ok()) { ++bad; return; }
+          if (!s.ok()) {
+            ++bad;
+            return;
+          }
           while (rig.array->Remaining(*s) > 0) {
             FillBlockWithCompressibility(block, static_cast<uint32_t>(r() % 101), r);
             auto pos = rig.array->Append(*s, block, 0, 0);
             rig.array->WriteQueuedRows();
-            if (!pos.ok() || !rig.array->Read(*s, *pos, back).ok() || back != block) { ++bad; continue; }
+            if (!pos.ok() || !rig.array->Read(*s, *pos, back).ok() || back != block) {
+              ++bad;
+              continue;
+            }
             models[t][{s->value, *pos}] = block;
             if (r() % 64 == 0 && !rig.array->Flush().ok()) ++bad;
           }
@@ -605,7 +632,8 @@ TEST(ArrayTest, ConversionToRaid10CopiesRecordsWithoutCompressing) {
     EXPECT_LT(to_raid10, row_blocks) << model.size() << " blocks mirrored";
     before = rig.compressions();
     ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid5).ok());
-    EXPECT_GE(rig.compressions() - before, model.size() / (row_blocks / 4)) << "parity is compressed";
+    EXPECT_GE(rig.compressions() - before, model.size() / (row_blocks / 4))
+        << "parity is compressed";
     ASSERT_TRUE(rig.array->Convert(s, SegmentScheme::kRaid10).ok());
     auto scrub = rig.array->Scrub();
     ASSERT_TRUE(scrub.ok());
@@ -639,10 +667,12 @@ TEST(ArrayTest, ConversionLoopDoesNotFillTheJournalRing) {
   const uint64_t stalls = rig.array->stats().journal_ring_stalls;
   for (uint32_t round = 0; round < 3 * raid_format::kJournalBlocks; ++round) {
     const SegmentId s = sealed[round % sealed.size()];
-    const SegmentScheme to = (round / sealed.size()) % 2 == 0 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    const SegmentScheme to =
+        (round / sealed.size()) % 2 == 0 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
     ASSERT_TRUE(rig.array->Convert(s, to).ok()) << "round " << round;
   }
-  EXPECT_EQ(rig.array->stats().journal_ring_stalls, stalls) << 3 * raid_format::kJournalBlocks << " conversions";
+  EXPECT_EQ(rig.array->stats().journal_ring_stalls, stalls)
+      << 3 * raid_format::kJournalBlocks << " conversions";
   rig.Reopen();
   rig.VerifyAll("after the conversion loop and a reopen");
 }
@@ -695,7 +725,8 @@ TEST(ArrayTest, ConversionsRunBesideReadsAndWrites) {
         Block back(kBlockSize);
         if (!pos.ok() || !rig.array->Read(*open, *pos, back).ok() || back != block) ++bad;
       }
-      if (!rig.array->Flush().ok() || !rig.array->Seal(*open).ok() || !rig.array->Free(*open).ok()) ++bad;
+      if (!rig.array->Flush().ok() || !rig.array->Seal(*open).ok() || !rig.array->Free(*open).ok())
+        ++bad;
     }
   });
   for (int round = 0; round < 6; ++round) {
@@ -720,14 +751,16 @@ TEST(ArrayTest, BadInputAndForeignDevices) {
   Block b(kBlockSize);
   EXPECT_EQ(rig.array->Append(SegmentId(0), b, 0, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(rig.array->Read(SegmentId(0), 0, b).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rig.array->AllocateSegment(SegmentScheme::kFree).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.array->AllocateSegment(SegmentScheme::kFree).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(rig.array->FailDevice(9).code(), StatusCode::kInvalidArgument);
   // Devices in the wrong order, too few, or from another array.
   rig.array.reset();
   std::vector<Backend*> swapped = rig.devs;
   std::swap(swapped[0], swapped[1]);
   EXPECT_EQ(ElasticArray::Open(swapped).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ElasticArray::Open({rig.devs[0], rig.devs[1], rig.devs[2]}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ElasticArray::Open({rig.devs[0], rig.devs[1], rig.devs[2]}).status().code(),
+            StatusCode::kInvalidArgument);
   Rig other(4, 4, 2, 4096, 2);
   std::vector<Backend*> mixed = rig.devs;
   mixed[2] = other.devs[2];
@@ -781,13 +814,16 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     for (auto it = rig.model.begin(); it != rig.model.end();) {
       it = it->first.first == segs[3].value ? rig.model.erase(it) : std::next(it);
     }
-    const SegmentScheme other = scheme == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    const SegmentScheme other =
+        scheme == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
     ASSERT_TRUE(rig.array->Convert(segs[5], other).ok());
     ASSERT_TRUE(rig.array->Flush().ok());
     rig.VerifyAll("degraded");
 
-    EXPECT_EQ(rig.array->ReAdd(0, rig.devs[0]).status().code(), StatusCode::kInvalidArgument) << "healthy";
-    EXPECT_EQ(rig.array->ReAdd(f, rig.devs[1]).status().code(), StatusCode::kInvalidArgument) << "another place";
+    EXPECT_EQ(rig.array->ReAdd(0, rig.devs[0]).status().code(), StatusCode::kInvalidArgument)
+        << "healthy";
+    EXPECT_EQ(rig.array->ReAdd(f, rig.devs[1]).status().code(), StatusCode::kInvalidArgument)
+        << "another place";
     Rig stranger(4, 4, 2, 8192, seed + 1);
     EXPECT_EQ(rig.array->ReAdd(f, stranger.devs[f]).status().code(), StatusCode::kInvalidArgument)
         << "another array";
@@ -800,12 +836,13 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     // segment a metadata flush touched): far from all 15 in use.
     EXPECT_GE(r->segments_resynced, 3u);
     EXPECT_LE(r->segments_resynced, 6u);
-    EXPECT_EQ(r->segments_total, 13u);  // in use: 11 sealed (one converted), the open one, the new one
+    EXPECT_EQ(r->segments_total,
+              13u);  // in use: 11 sealed (one converted), the open one, the new one
     EXPECT_LT(r->resynced_bytes, r->total_bytes / 2);
     EXPECT_GT(reports, 0u);
-    std::printf("%s: re-add resynced %llu of %llu bytes (%u of %u segments)\n", raid_format::SchemeName(scheme),
-                (unsigned long long)r->resynced_bytes, (unsigned long long)r->total_bytes, r->segments_resynced,
-                r->segments_total);
+    std::printf("%s: re-add resynced %llu of %llu bytes (%u of %u segments)\n",
+                raid_format::SchemeName(scheme), (unsigned long long)r->resynced_bytes,
+                (unsigned long long)r->total_bytes, r->segments_resynced, r->segments_total);
     auto scrub = rig.array->Scrub();
     ASSERT_TRUE(scrub.ok());
     EXPECT_EQ(scrub->crc_mismatches + scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
@@ -822,7 +859,8 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     ASSERT_TRUE(rig.array->FailDevice((f + 1) % 4).ok());
     auto old = rig.array->ReAdd((f + 1) % 4, rig.devs[(f + 1) % 4]);
     EXPECT_EQ(old.status().code(), StatusCode::kInvalidArgument) << old.status().ToString();
-    EXPECT_NE(old.status().message().find("generation"), std::string::npos) << old.status().ToString();
+    EXPECT_NE(old.status().message().find("generation"), std::string::npos)
+        << old.status().ToString();
     ASSERT_TRUE(rig.array->ReAdd((f + 1) % 4, &spare).ok());
     rig.devs[(f + 1) % 4] = &spare;
 
@@ -831,7 +869,8 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     rig.Reopen();
     auto unknown = rig.array->ReAdd(0, rig.devs[0]);
     EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(unknown.status().message().find("replace"), std::string::npos) << unknown.status().ToString();
+    EXPECT_NE(unknown.status().message().find("replace"), std::string::npos)
+        << unknown.status().ToString();
     rig.VerifyAll("reopened degraded");
   }
 }

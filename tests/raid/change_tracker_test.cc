@@ -9,7 +9,9 @@ namespace {
 class ChangeTrackerTest : public ::testing::Test {
  protected:
   ChangeTrackerTest() : g_(PlanGeometry(4, 4, 2, 4096).value()), t_(g_, 4) {}
-  uint64_t Lba(uint32_t segment, uint64_t offset = 0) const { return g_.SegmentStart(SegmentId(segment)) + offset; }
+  uint64_t Lba(uint32_t segment, uint64_t offset = 0) const {
+    return g_.SegmentStart(SegmentId(segment)) + offset;
+  }
   std::vector<uint32_t> Owed(uint32_t d) const {
     std::vector<uint32_t> v;
     const auto m = t_.Missing(d);
@@ -36,9 +38,9 @@ TEST_F(ChangeTrackerTest, AFlushCoversWhatCompletedBeforeItWasSubmitted) {
 }
 
 TEST_F(ChangeTrackerTest, AWriteInFlightAcrossAFlushStaysOwed) {
-  t_.Mark(0, Lba(7));                  // submitted
+  t_.Mark(0, Lba(7));                   // submitted
   const uint64_t f = t_.FlushBegin(0);  // the flush does not wait for it
-  t_.Mark(0, Lba(7));                  // completed after the flush was submitted
+  t_.Mark(0, Lba(7));                   // completed after the flush was submitted
   t_.FlushDone(0, f, true);
   EXPECT_EQ(Owed(0), std::vector<uint32_t>{7});
   const uint64_t f2 = t_.FlushBegin(0);

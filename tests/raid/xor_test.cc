@@ -31,7 +31,8 @@ TEST(XorTest, MatchesReferenceAlignedAndUnaligned) {
         std::byte* dst = out.data() + (32 - base % 32) % 32;
         XorBlocks(srcs, dst, len);
         XorReference(srcs, ref.data(), len);
-        ASSERT_EQ(std::memcmp(dst, ref.data(), len), 0) << nsrc << " sources, len " << len << ", +" << misalign;
+        ASSERT_EQ(std::memcmp(dst, ref.data(), len), 0)
+            << nsrc << " sources, len " << len << ", +" << misalign;
       }
     }
   }
@@ -40,7 +41,8 @@ TEST(XorTest, MatchesReferenceAlignedAndUnaligned) {
 TEST(XorTest, ParityRecoversAnyMember) {
   std::mt19937_64 rng(5);
   std::vector<std::vector<std::byte>> d(4, std::vector<std::byte>(4096));
-  for (auto& b : d) for (auto& x : b) x = static_cast<std::byte>(rng());
+  for (auto& b : d)
+    for (auto& x : b) x = static_cast<std::byte>(rng());
   std::vector<std::byte> p(4096), back(4096);
   std::vector<const std::byte*> all = {d[0].data(), d[1].data(), d[2].data(), d[3].data()};
   XorBlocks(all, p.data(), 4096);

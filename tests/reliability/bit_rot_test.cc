@@ -29,7 +29,11 @@ int Rounds() {
 
 // What a device block is, by the array's geometry.
 enum Area { kMeta, kSlot1, kSlot2, kAreas };
-const char* AreaName(int a) { return a == kMeta ? "metadata" : a == kSlot1 ? "slot-1 (data, parity, summaries)" : "slot-2 (mirrors)"; }
+const char* AreaName(int a) {
+  return a == kMeta    ? "metadata"
+         : a == kSlot1 ? "slot-1 (data, parity, summaries)"
+                       : "slot-2 (mirrors)";
+}
 
 struct Hits {
   uint64_t flips[kAreas] = {};
@@ -72,7 +76,8 @@ void Flip(Rig& rig, std::mt19937_64& rng, const std::vector<uint32_t>& devices, 
     const uint64_t lba = rng() % blocks;
     ASSERT_TRUE(rig.media[d]->Read(Lba(lba), stored).ok());
     if (stored == zeros) continue;  // never written (or trimmed): a flip there rots nothing
-    ASSERT_TRUE(rig.devs[d]->FlipBit(Lba(lba), static_cast<uint32_t>(rng() % (kBlockSize * 8))).ok());
+    ASSERT_TRUE(
+        rig.devs[d]->FlipBit(Lba(lba), static_cast<uint32_t>(rng() % (kBlockSize * 8))).ok());
     ++hits->flips[AreaOf(g, lba)];
     ++i;
   }
@@ -80,7 +85,8 @@ void Flip(Rig& rig, std::mt19937_64& rng, const std::vector<uint32_t>& devices, 
 
 void Report(const char* what, uint64_t seed, const Hits& h) {
   std::printf("%s seed=%llu: flips", what, (unsigned long long)seed);
-  for (int a = 0; a < kAreas; ++a) std::printf(" %s %llu;", AreaName(a), (unsigned long long)h.flips[a]);
+  for (int a = 0; a < kAreas; ++a)
+    std::printf(" %s %llu;", AreaName(a), (unsigned long long)h.flips[a]);
   std::printf("\n");
 }
 
@@ -89,7 +95,8 @@ TEST(BitRotTest, FlipsOnOneDeviceAreAllRepaired) {
   Hits total;
   for (int round = 0; round < Rounds(); ++round) {
     const uint64_t seed = base + static_cast<uint64_t>(round);
-    SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: ERAID_SEED=" + std::to_string(seed) + ")");
+    SCOPED_TRACE("seed=" + std::to_string(seed) + " (replay: ERAID_SEED=" + std::to_string(seed) +
+                 ")");
     std::mt19937_64 rng(seed);
     Rig rig("sepbit");
     Model model;
@@ -151,7 +158,8 @@ TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
     auto a = ElasticArray::Open(rig.ptrs);
     if (!a.ok()) {
       ++refused;
-      std::printf("seed=%llu: the array refuses to open: %s\n", (unsigned long long)seed, a.status().ToString().c_str());
+      std::printf("seed=%llu: the array refuses to open: %s\n", (unsigned long long)seed,
+                  a.status().ToString().c_str());
       continue;
     }
     rig.array = std::move(a).value();
@@ -160,7 +168,8 @@ TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
       // Two copies of a summary damaged: the volume says so rather than serve older
       // versions of what the summary described.
       EXPECT_EQ(v.status().code(), StatusCode::kDataLoss) << v.status().ToString();
-      std::printf("seed=%llu: the volume refuses to open: %s\n", (unsigned long long)seed, v.status().ToString().c_str());
+      std::printf("seed=%llu: the volume refuses to open: %s\n", (unsigned long long)seed,
+                  v.status().ToString().c_str());
       ++refused;
       continue;
     }
@@ -179,9 +188,11 @@ TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
     unrepairable += scrub->unrepairable;
   }
   Report("every device, all rounds", base, total);
-  std::printf("opens refused: %llu of %d; reads: %llu right, %llu errors, 0 wrong; scrub: %llu unrepairable reported\n",
-              (unsigned long long)refused, Rounds(), (unsigned long long)right, (unsigned long long)errors,
-              (unsigned long long)unrepairable);
+  std::printf(
+      "opens refused: %llu of %d; reads: %llu right, %llu errors, 0 wrong; scrub: %llu "
+      "unrepairable reported\n",
+      (unsigned long long)refused, Rounds(), (unsigned long long)right, (unsigned long long)errors,
+      (unsigned long long)unrepairable);
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ namespace {
 
 uint64_t Seed() {
   const uint64_t seed = TestSeed();
-  std::printf("seed=%llu (replay: ERAID_SEED=%llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+  std::printf("seed=%llu (replay: ERAID_SEED=%llu)\n", (unsigned long long)seed,
+              (unsigned long long)seed);
   return seed;
 }
 
@@ -135,7 +136,8 @@ TEST(DeviceFaultsTest, ATornWriteFailsTheDeviceAndAPowerCutLosesNothingFlushed) 
   Load(rig, model, rng, span, 2000, [&](int i) {
     if (i == tear_at) rig.devs[victim]->TearNextWrite(static_cast<uint32_t>(rng() % 4));
   });
-  EXPECT_EQ(rig.array->stats().devices[victim].state, DeviceState::kFailed) << "a torn write fails its device";
+  EXPECT_EQ(rig.array->stats().devices[victim].state, DeviceState::kFailed)
+      << "a torn write fails its device";
   VerifyAll(rig, model, span, "after the torn write");
   // Power cut (unflushed cache contents survive at random), reopen: flushed blocks intact.
   rig.devs[victim]->ClearFaults();
@@ -176,8 +178,8 @@ TEST(DeviceFaultsTest, ASecondFailureDuringRebuildIsDataAtRiskNeverWrongData) {
       ++errors;
     }
   }
-  std::printf("after the second failure: %llu LBAs read right, %llu errors, 0 wrong\n", (unsigned long long)right,
-              (unsigned long long)errors);
+  std::printf("after the second failure: %llu LBAs read right, %llu errors, 0 wrong\n",
+              (unsigned long long)right, (unsigned long long)errors);
   EXPECT_GT(errors, 0u) << "with two devices gone some data cannot be read";
   EXPECT_GT(right, 0u) << "what the rebuilt part and the survivors hold still reads";
 }

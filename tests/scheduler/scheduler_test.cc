@@ -50,7 +50,8 @@ TEST(SegmentHotnessTest, ScoresDecayByHalfLifeAndRankTheSameAtAnyRate) {
     const double steady = double(rate) / (1 - std::exp2(-0.5));
     EXPECT_NEAR(h.score(0), steady, 0.01 * steady) << rate;
     for (uint32_t s = 1; s < 4; ++s) {
-      EXPECT_NEAR(h.score(s) / h.score(s - 1), 4.0, 0.01) << "the ranking and its ratios do not depend on the rate";
+      EXPECT_NEAR(h.score(s) / h.score(s - 1), 4.0, 0.01)
+          << "the ranking and its ratios do not depend on the rate";
     }
     // Nothing more read: two epochs (one half-life) halve every score.
     const float before = h.score(3);
@@ -92,13 +93,17 @@ TEST(SegmentHotnessTest, InvalidationsWeighAQuarterAndCoverageCountsMirroredRead
   for (int i = 0; i < 8; ++i) h.OnInvalidate(0);
   for (int i = 0; i < 30; ++i) h.OnRead(1);
   for (int i = 0; i < 10; ++i) h.OnRead(2);
-  ASSERT_TRUE(h.MaybeCloseEpoch(kSecond, [](uint32_t s) { return SegmentHotness::SegmentNow{s == 1, 0}; }));
+  ASSERT_TRUE(h.MaybeCloseEpoch(kSecond, [](uint32_t s) {
+    return SegmentHotness::SegmentNow{s == 1, 0};
+  }));
   EXPECT_FLOAT_EQ(h.score(0), 2);
   EXPECT_DOUBLE_EQ(h.read_coverage(), 0.75) << "30 of 40 reads on the mirrored segment";
   EXPECT_EQ(h.last_epoch_reads(), 40u);
   // Segment 1 freed and allocated again: its score starts over.
   h.OnRead(2);
-  ASSERT_TRUE(h.MaybeCloseEpoch(2 * kSecond, [](uint32_t s) { return SegmentHotness::SegmentNow{false, s == 1 ? 7u : 0u}; }));
+  ASSERT_TRUE(h.MaybeCloseEpoch(2 * kSecond, [](uint32_t s) {
+    return SegmentHotness::SegmentNow{false, s == 1 ? 7u : 0u};
+  }));
   EXPECT_FLOAT_EQ(h.score(1), 0);
   EXPECT_GT(h.score(2), 0);
 }
@@ -143,8 +148,8 @@ TEST(SegmentHotnessTest, SecondChanceAndCooldown) {
 // Text-like data: words from a small vocabulary. Compresses ~3:1, but the XOR of three
 // such blocks (RAID5 parity) hardly compresses: the autonomous rule's case.
 void FillText(std::span<std::byte> b, std::mt19937_64& rng) {
-  static const char* kWords[] = {"the", "drive", "segment", "parity", "mirror", "log",
-                                 "block", "write", "read", "flash", "erase", "of"};
+  static const char* kWords[] = {"the",   "drive", "segment", "parity", "mirror", "log",
+                                 "block", "write", "read",    "flash",  "erase",  "of"};
   size_t at = 0;
   while (at < b.size()) {
     const char* w = kWords[rng() % (sizeof(kWords) / sizeof(kWords[0]))];
@@ -179,7 +184,8 @@ struct Stack {
   }
   PhysicalUse Physical() const { return DrivesPhysicalUse(drives); }
   void StartScheduler(SchedulerOptions o) {
-    scheduler = std::make_unique<Scheduler>(*array, *volume, [this] { return Physical(); }, o, clock);
+    scheduler = std::make_unique<Scheduler>(
+        *array, *volume, [this] { return Physical(); }, o, clock);
   }
   // Steps until a step converts nothing (the scheduler is idle).
   void RunToIdle(int max_steps = 10000) {
@@ -280,7 +286,8 @@ struct HotRig {
     EXPECT_TRUE(st.volume->Flush().ok());
     const PhysicalUse u0 = st.Physical();
     SchedulerOptions o;
-    o.beta = (double(u0.used_bytes) + share * double(BlocksToBytes(cap)) * 2.0 / 3.0) / double(u0.flash_bytes);
+    o.beta = (double(u0.used_bytes) + share * double(BlocksToBytes(cap)) * 2.0 / 3.0) /
+             double(u0.flash_bytes);
     o.hotness.half_life_ms = 5000;
     o.hotness.cooldown_epochs = 5;
     st.StartScheduler(o);
@@ -293,12 +300,14 @@ struct HotRig {
     uint64_t hot_reads = 0, hot_on_raid10 = 0;
     for (int i = 0; i < reads; ++i) {
       const bool pick_hot = rng() % 10 < 8;
-      const uint64_t lba = pick_hot ? hot + rng() % zone : (hot + zone + rng() % (cap - zone)) % cap;
+      const uint64_t lba =
+          pick_hot ? hot + rng() % zone : (hot + zone + rng() % (cap - zone)) % cap;
       EXPECT_TRUE(st.volume->Read(lba, b).ok());
       if (pick_hot) {
         ++hot_reads;
         auto s = st.volume->Locate(lba);
-        if (s && st.array->segment_info(*s, false).scheme == SegmentScheme::kRaid10) ++hot_on_raid10;
+        if (s && st.array->segment_info(*s, false).scheme == SegmentScheme::kRaid10)
+          ++hot_on_raid10;
       }
     }
     st.clock.AdvanceNanos(kSecond);
@@ -320,9 +329,11 @@ TEST(SchedulerTest, HotReadsLandOnRaid10UnderATightBudget) {
   double share = 0;
   for (int round = 0; round < 20; ++round) share += rig.Round(0) / 20;
   const SchedulerStats ss = rig.st.scheduler->stats();
-  std::printf("hot reads on RAID10: %.3f; coverage %.3f; hot-read coverage %.3f; to_raid10=%llu to_raid5=%llu\n", share,
-              rig.st.SealedCoverage(), ss.hot_read_coverage, (unsigned long long)ss.to_raid10,
-              (unsigned long long)ss.to_raid5);
+  std::printf(
+      "hot reads on RAID10: %.3f; coverage %.3f; hot-read coverage %.3f; to_raid10=%llu "
+      "to_raid5=%llu\n",
+      share, rig.st.SealedCoverage(), ss.hot_read_coverage, (unsigned long long)ss.to_raid10,
+      (unsigned long long)ss.to_raid5);
   EXPECT_GE(share, 0.9);
   EXPECT_LE(rig.st.SealedCoverage(), 0.45) << "the budget must bind";
   EXPECT_GT(ss.hot_read_coverage, 0.7) << "80% of reads are hot, and they are mirrored";
@@ -340,7 +351,8 @@ TEST(SchedulerTest, AMovingHotZoneIsFollowedAndAStableOneConverges) {
   double share = 0;
   for (int round = 0; round < 60; ++round) share += rig.Round(0) / 60;
   const uint64_t stable = rig.Conversions() - before;
-  std::printf("converged: hot share %.3f; %llu conversions in the next 60 s\n", share, (unsigned long long)stable);
+  std::printf("converged: hot share %.3f; %llu conversions in the next 60 s\n", share,
+              (unsigned long long)stable);
   EXPECT_GE(share, 0.9);
   EXPECT_LE(stable, 4u) << "a stable workload must not churn";
   const uint64_t middle = 2 * (rig.cap / 5);
@@ -350,10 +362,12 @@ TEST(SchedulerTest, AMovingHotZoneIsFollowedAndAStableOneConverges) {
     moved = rig.Round(middle);
     if (rounds >= 10 && moved >= 0.9) break;
   }
-  std::printf("the hot zone moved: %.3f of its reads on RAID10 after %d s; to_raid10=%llu to_raid5=%llu swaps=%llu\n",
-              moved, rounds, (unsigned long long)rig.st.scheduler->stats().to_raid10,
-              (unsigned long long)rig.st.scheduler->stats().to_raid5,
-              (unsigned long long)rig.st.scheduler->stats().swaps);
+  std::printf(
+      "the hot zone moved: %.3f of its reads on RAID10 after %d s; to_raid10=%llu to_raid5=%llu "
+      "swaps=%llu\n",
+      moved, rounds, (unsigned long long)rig.st.scheduler->stats().to_raid10,
+      (unsigned long long)rig.st.scheduler->stats().to_raid5,
+      (unsigned long long)rig.st.scheduler->stats().swaps);
   EXPECT_GE(moved, 0.9) << "the new hot zone is mirrored within 90 s";
   double old_share = 0;  // the old zone, read now as a cold zone is
   {
@@ -423,8 +437,9 @@ TEST(SchedulerTest, ThrottleHoldsWithinTenPercent) {
   }
   const SchedulerStats s = st.scheduler->stats();
   const double expected = 20.0 * double(o.rate_bytes_per_sec);
-  std::printf("moved %llu bytes in 20 s at %llu B/s: %.3f of the rate\n", (unsigned long long)s.bytes_moved,
-              (unsigned long long)o.rate_bytes_per_sec, double(s.bytes_moved) / expected);
+  std::printf("moved %llu bytes in 20 s at %llu B/s: %.3f of the rate\n",
+              (unsigned long long)s.bytes_moved, (unsigned long long)o.rate_bytes_per_sec,
+              double(s.bytes_moved) / expected);
   ASSERT_GT(s.to_raid10, 10u) << "enough work to measure";
   EXPECT_NEAR(double(s.bytes_moved), expected, 0.1 * expected);
 }
@@ -480,7 +495,8 @@ TEST(SchedulerTest, BackgroundWorkersConvertWhileWritesGoOn) {
   o.beta = 1.0;
   o.workers = 2;
   o.idle_sleep_ms = 1;
-  st.scheduler = std::make_unique<Scheduler>(*st.array, *st.volume, [&st] { return st.Physical(); }, o);
+  st.scheduler = std::make_unique<Scheduler>(
+      *st.array, *st.volume, [&st] { return st.Physical(); }, o);
   st.scheduler->Start();
   const uint64_t cap = st.volume->capacity_blocks();
   std::mt19937_64 rng(11);
@@ -594,15 +610,17 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
         const Block want = d == durable.end() ? Block(kBlockSize) : d->second;
         bool ok = back == want;
         auto s = since.find(lba);
-        if (!ok && s != since.end()) ok = std::find(s->second.begin(), s->second.end(), back) != s->second.end();
+        if (!ok && s != since.end())
+          ok = std::find(s->second.begin(), s->second.end(), back) != s->second.end();
         ASSERT_TRUE(ok) << "lba " << lba << " holds a value it never had since its last flush";
         durable[lba] = back;
       }
       since.clear();
     }
   }
-  std::printf("power_cuts=%llu of_them_inside_scheduler_steps=%llu conversions=%llu\n", (unsigned long long)cuts,
-              (unsigned long long)cuts_in_steps, (unsigned long long)conversions);
+  std::printf("power_cuts=%llu of_them_inside_scheduler_steps=%llu conversions=%llu\n",
+              (unsigned long long)cuts, (unsigned long long)cuts_in_steps,
+              (unsigned long long)conversions);
   EXPECT_GT(conversions, 0u);
 }
 

@@ -13,6 +13,7 @@
 //     stable workload stops converting, a hot zone that moves is followed (from what
 //     `eraid inspect --json` says of each segment's LBAs and scheme).
 // fio, nbdkit and libnbd are installed by tools/install-deps.sh (the test command runs it).
+#include <gtest/gtest.h>
 #include <libnbd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,23 +21,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <random>
-#include <sstream>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <thread>
 
+#include "tests/test_seed.h"
 #include "tools/admin.h"
 #include "tools/array_dir.h"
 #include "tools/fio_runner.h"
 #include "tools/serve.h"
-#include "tests/test_seed.h"
 
 namespace eraid {
 namespace {
@@ -80,7 +79,9 @@ class E2eTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.ToString();
     int status = 0;
     ::waitpid(pid_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "nbdkit exit status " << status << "\n" << Log();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "nbdkit exit status " << status << "\n"
+        << Log();
     pid_ = -1;
   }
   std::string Log() const {
@@ -89,10 +90,16 @@ class E2eTest : public ::testing::Test {
   }
   std::string Socket() const { return dir_ + "/nbd.sock"; }
   std::vector<std::string> Job(uint64_t bytes, std::vector<std::string> extra) const {
-    std::vector<std::string> job{"--name=e2e",    "--ioengine=nbd",  "--uri=" + NbdUnixUri(Socket()),
-                                 "--rw=randwrite", "--bs=4k",         "--iodepth=16",
-                                 "--size=" + std::to_string(bytes), "--verify=crc32c",
-                                 "--buffer_compress_percentage=50", "--refill_buffers",
+    std::vector<std::string> job{"--name=e2e",
+                                 "--ioengine=nbd",
+                                 "--uri=" + NbdUnixUri(Socket()),
+                                 "--rw=randwrite",
+                                 "--bs=4k",
+                                 "--iodepth=16",
+                                 "--size=" + std::to_string(bytes),
+                                 "--verify=crc32c",
+                                 "--buffer_compress_percentage=50",
+                                 "--refill_buffers",
                                  "--verify_state_save=0"};
     job.insert(job.end(), extra.begin(), extra.end());
     return job;
@@ -135,14 +142,16 @@ TEST_F(E2eManualTest, PacedConversionsBothWaysKeepEveryBlock) {
   auto w = RunFio(Job(bytes, {"--do_verify=0"}));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   AdminReply st = Admin({"status", "--json"});
-  EXPECT_EQ(JsonNumber(st.text, "to_raid10", -1), 0) << "manual: the scheduler converts nothing\n" << st.text;
+  EXPECT_EQ(JsonNumber(st.text, "to_raid10", -1), 0) << "manual: the scheduler converts nothing\n"
+                                                     << st.text;
   const uint64_t rate = 32ull << 20;
   for (const char* to : {"raid10", "raid5"}) {
     AdminReply r = Admin({"convert", to, "all", std::to_string(rate), "--json"});
     ASSERT_EQ(r.rc, 0) << r.text;
     const double moved = JsonNumber(r.text, "bytes");
     EXPECT_GE(moved, double(bytes) / 2) << to << ": the sealed segments\n" << r.text;
-    EXPECT_GE(JsonNumber(r.text, "seconds"), (moved - double(segment_bytes_)) / double(rate)) << r.text;
+    EXPECT_GE(JsonNumber(r.text, "seconds"), (moved - double(segment_bytes_)) / double(rate))
+        << r.text;
     auto v = RunFio(Job(bytes, {"--verify_only"}));
     ASSERT_TRUE(v.ok()) << "after converting to " << to << ": " << v.status().ToString();
   }
@@ -208,8 +217,10 @@ class E2eHotTest : public E2eTest {
   Shares ZoneShares(int from, int to) {
     const std::string text = Admin({"inspect", "20", "--json"}).text;
     double all = 0, mirrored = 0, open = 0;
-    // Each segment object: {"index":N,"scheme":"raid10","state":"open",...,"lba_histogram":[a,b,...],...}.
-    for (size_t at = text.find("{\"index\":"); at != std::string::npos; at = text.find("{\"index\":", at + 1)) {
+    // Each segment object:
+    // {"index":N,"scheme":"raid10","state":"open",...,"lba_histogram":[a,b,...],...}.
+    for (size_t at = text.find("{\"index\":"); at != std::string::npos;
+         at = text.find("{\"index\":", at + 1)) {
       const size_t end = text.find('}', at);
       const std::string seg = text.substr(at, end - at);
       const size_t h = seg.find("\"lba_histogram\":[");
@@ -234,10 +245,11 @@ class E2eHotTest : public E2eTest {
   }
   // Reads for `seconds` with the zoned distribution.
   void Read(const std::string& zones, int seconds) {
-    auto r = RunFio({"--name=hot", "--ioengine=nbd", "--uri=" + NbdUnixUri(Socket()), "--rw=randread", "--bs=4k",
-                     "--iodepth=16", "--size=" + std::to_string(capacity_ / kBlockSize * kBlockSize),
-                     "--random_distribution=" + zones, "--time_based", "--runtime=" + std::to_string(seconds),
-                     "--randrepeat=0"});
+    auto r = RunFio({"--name=hot", "--ioengine=nbd", "--uri=" + NbdUnixUri(Socket()),
+                     "--rw=randread", "--bs=4k", "--iodepth=16",
+                     "--size=" + std::to_string(capacity_ / kBlockSize * kBlockSize),
+                     "--random_distribution=" + zones, "--time_based",
+                     "--runtime=" + std::to_string(seconds), "--randrepeat=0"});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_GT(r->read_iops, 0);
   }
@@ -256,20 +268,22 @@ class E2eHotTest : public E2eTest {
 };
 
 TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves) {
-  auto w = RunFio({"--name=fill", "--ioengine=nbd", "--uri=" + NbdUnixUri(Socket()), "--rw=write", "--bs=64k",
-                   "--iodepth=16", "--size=" + std::to_string(capacity_ / kBlockSize * kBlockSize), "--refill_buffers"});
+  auto w =
+      RunFio({"--name=fill", "--ioengine=nbd", "--uri=" + NbdUnixUri(Socket()), "--rw=write",
+              "--bs=64k", "--iodepth=16",
+              "--size=" + std::to_string(capacity_ / kBlockSize * kBlockSize), "--refill_buffers"});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   // The last fifth first, then the middle one: both born RAID5 (the first segments took the
   // room for births), so the scheduler has to demote to mirror them.
   const std::string last = "zoned:20/80:80/20", middle = "zoned:10/40:80/20:10/40";
   const Shares l0 = ZoneShares(16, 20), m0 = ZoneShares(8, 12);
-  std::printf("before: last fifth %.3f RAID10 %.3f open, middle %.3f RAID10 %.3f open\n", l0.mirrored, l0.open,
-              m0.mirrored, m0.open);
+  std::printf("before: last fifth %.3f RAID10 %.3f open, middle %.3f RAID10 %.3f open\n",
+              l0.mirrored, l0.open, m0.mirrored, m0.open);
   {
     const std::string st = Admin({"status", "--json"}).text;
     std::printf("after the fill: born RAID10 %.0f, RAID5 %.0f; GC wrote %.0f MiB; log WA %.3f\n",
-                JsonNumber(st, "born_raid10"), JsonNumber(st, "born_raid5"), JsonNumber(st, "gc_written_bytes") / 1048576,
-                JsonNumber(st, "log"));
+                JsonNumber(st, "born_raid10"), JsonNumber(st, "born_raid5"),
+                JsonNumber(st, "gc_written_bytes") / 1048576, JsonNumber(st, "log"));
   }
   const int t1 = Converge(last, 16, 20, 60);
   std::printf("last fifth mirrored (>= 0.9) after %d s\n", t1);
@@ -283,21 +297,26 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
   EXPECT_LE(stable, 3) << "a stable workload must not churn";
   EXPECT_GE(ZoneShare(16, 20), 0.9);
   const std::string st = Admin({"status", "--json"}).text;
-  std::printf("physical %.1f MiB, budget use %.3f, RAID10 segments %.0f, open %.0f, freed but untrimmed %.0f\n",
-              JsonNumber(st, "physical_bytes") / 1048576, JsonNumber(st, "budget_use"), JsonNumber(st, "raid10"),
-              JsonNumber(st, "open"), JsonNumber(st, "untrimmed_free"));
+  std::printf(
+      "physical %.1f MiB, budget use %.3f, RAID10 segments %.0f, open %.0f, freed but untrimmed "
+      "%.0f\n",
+      JsonNumber(st, "physical_bytes") / 1048576, JsonNumber(st, "budget_use"),
+      JsonNumber(st, "raid10"), JsonNumber(st, "open"), JsonNumber(st, "untrimmed_free"));
   // The budget counts what the drives hold: a freed segment must not keep its space
   // through a read-only phase (in CI one did, and the hot fifth stopped at 0.907).
   EXPECT_EQ(JsonNumber(st, "untrimmed_free", -1), 0) << st;
   EXPECT_GE(JsonNumber(st, "budget_use"), 0.95) << "with the budget full\n" << st;
   // 80% of the reads go to the hot fifth, and at least 0.9 of it is mirrored (above).
-  EXPECT_GE(JsonNumber(st, "hot_read_coverage"), 0.8 * 0.9) << "the hot reads (80%) are served by RAID10\n" << st;
+  EXPECT_GE(JsonNumber(st, "hot_read_coverage"), 0.8 * 0.9)
+      << "the hot reads (80%) are served by RAID10\n"
+      << st;
   // The hot zone moves to the middle fifth.
   const int t2 = Converge(middle, 8, 12, 60);
   const double old_zone = ZoneShare(16, 20);
   std::printf("middle fifth mirrored after %d s; the old one now %.3f RAID10\n", t2, old_zone);
   EXPECT_GE(t2, 0) << "the moved hot zone is mirrored within 60 s";
-  EXPECT_LE(old_zone, 0.8) << "the old hot zone gave up room to the new one (the budget holds a third)";
+  EXPECT_LE(old_zone, 0.8)
+      << "the old hot zone gave up room to the new one (the budget holds a third)";
   // Degraded, the hot zone moves back: nothing is converted until the drive is rebuilt.
   ASSERT_EQ(Admin({"fail", "2"}).rc, 0);
   const double at_failure = Conversions();
@@ -325,11 +344,12 @@ TEST_F(E2eTest, BadRequestsFailCleanlyAndTheServerKeepsServing) {
     uint64_t offset;
     int errno_expected;  // the NBD protocol answers a write past the end with ENOSPC
   };
-  for (const Case& c : {Case{"read past the end", false, 4096, uint64_t(size), EINVAL},
-                        Case{"write past the end", true, 4096, uint64_t(size), ENOSPC},
-                        Case{"read across the end", false, 8192, uint64_t(size) - 4096, EINVAL},
-                        Case{"write across the end", true, 8192, uint64_t(size) - 4096, ENOSPC},
-                        Case{"short write across the end", true, 512, uint64_t(size) - 256, ENOSPC}}) {
+  for (const Case& c :
+       {Case{"read past the end", false, 4096, uint64_t(size), EINVAL},
+        Case{"write past the end", true, 4096, uint64_t(size), ENOSPC},
+        Case{"read across the end", false, 8192, uint64_t(size) - 4096, EINVAL},
+        Case{"write across the end", true, 8192, uint64_t(size) - 4096, ENOSPC},
+        Case{"short write across the end", true, 512, uint64_t(size) - 256, ENOSPC}}) {
     const int rc = c.write ? nbd_pwrite(h, buf.data(), c.count, c.offset, 0)
                            : nbd_pread(h, buf.data(), c.count, c.offset, 0);
     EXPECT_EQ(rc, -1) << c.what;
@@ -372,11 +392,14 @@ TEST_F(E2eTest, AnyRequestSizeAndAlignmentMatchesAModel) {
     buf.resize(len);
     if (rng() % 3 != 0) {
       for (char& c : buf) c = static_cast<char>(rng());
-      ASSERT_EQ(nbd_pwrite(h, buf.data(), len, off, 0), 0) << off << "+" << len << ": " << nbd_get_error();
+      ASSERT_EQ(nbd_pwrite(h, buf.data(), len, off, 0), 0)
+          << off << "+" << len << ": " << nbd_get_error();
       std::copy(buf.begin(), buf.end(), model.begin() + static_cast<long>(off));
     } else {
-      ASSERT_EQ(nbd_pread(h, buf.data(), len, off, 0), 0) << off << "+" << len << ": " << nbd_get_error();
-      ASSERT_TRUE(std::equal(buf.begin(), buf.end(), model.begin() + static_cast<long>(off))) << off << "+" << len;
+      ASSERT_EQ(nbd_pread(h, buf.data(), len, off, 0), 0)
+          << off << "+" << len << ": " << nbd_get_error();
+      ASSERT_TRUE(std::equal(buf.begin(), buf.end(), model.begin() + static_cast<long>(off)))
+          << off << "+" << len;
     }
   }
   ASSERT_EQ(nbd_flush(h, 0), 0);
@@ -389,7 +412,8 @@ TEST_F(E2eTest, AnyRequestSizeAndAlignmentMatchesAModel) {
     for (uint64_t s = parity; s < sectors; s += 2) order.push_back(s);
     std::shuffle(order.begin(), order.end(), std::mt19937_64(wseed));
     std::vector<char> sector(512, static_cast<char>('A' + parity));
-    for (uint64_t s : order) EXPECT_EQ(nbd_pwrite(w, sector.data(), 512, base + s * 512, 0), 0) << nbd_get_error();
+    for (uint64_t s : order)
+      EXPECT_EQ(nbd_pwrite(w, sector.data(), 512, base + s * 512, 0), 0) << nbd_get_error();
     EXPECT_EQ(nbd_flush(w, 0), 0);
     nbd_close(w);
   };
@@ -403,7 +427,8 @@ TEST_F(E2eTest, AnyRequestSizeAndAlignmentMatchesAModel) {
     std::vector<char> sec(sectors * 512);
     ASSERT_EQ(nbd_pread(c, sec.data(), sec.size(), base, 0), 0);
     for (uint64_t s = 0; s < sectors; ++s) {
-      ASSERT_EQ(sec[s * 512], static_cast<char>('A' + s % 2)) << when << ": sector " << s << " lost its write";
+      ASSERT_EQ(sec[s * 512], static_cast<char>('A' + s % 2))
+          << when << ": sector " << s << " lost its write";
       ASSERT_EQ(sec[s * 512 + 511], static_cast<char>('A' + s % 2)) << when << ": sector " << s;
     }
   };

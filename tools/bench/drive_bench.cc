@@ -56,7 +56,8 @@ int Zstd(double seconds_per_cell) {
   return 0;
 }
 
-int FileIops(const std::string& path, const std::string& rw, uint32_t qd, double seconds, bool direct) {
+int FileIops(const std::string& path, const std::string& rw, uint32_t qd, double seconds,
+             bool direct) {
   FileBackendOptions o;
   o.direct = direct;
   o.queue_depth = qd;
@@ -85,8 +86,10 @@ int FileIops(const std::string& path, const std::string& rw, uint32_t qd, double
       if (!s.ok()) ++errors;
       if (!stop) issue(slot);
     };
-    if (write) dev.SubmitWrite(lba, std::span<const std::byte>(bufs[slot], kBlockSize), cb);
-    else dev.SubmitRead(lba, std::span(bufs[slot], kBlockSize), cb);
+    if (write)
+      dev.SubmitWrite(lba, std::span<const std::byte>(bufs[slot], kBlockSize), cb);
+    else
+      dev.SubmitRead(lba, std::span(bufs[slot], kBlockSize), cb);
   };
   auto start = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < qd; ++i) issue(i);
@@ -135,9 +138,9 @@ int Waf(bool flashalloc, double fullness, uint64_t flash_mib, uint32_t eu_blocks
   while (drive.stats().host_stored_bytes < total_bytes) {
     // Objects die at their time; when the next six would not fit under the target, the
     // next to die go early.
-    while (!deaths.empty() &&
-           (deaths.begin()->first <= now ||
-            static_cast<double>(drive.stats().live_bytes) + 6 * object_stored > static_cast<double>(target))) {
+    while (!deaths.empty() && (deaths.begin()->first <= now ||
+                               static_cast<double>(drive.stats().live_bytes) + 6 * object_stored >
+                                   static_cast<double>(target))) {
       uint64_t slot = deaths.begin()->second;
       deaths.erase(deaths.begin());
       if (!drive.Trim(Lba(slot * object_blocks), object_blocks).ok()) return 1;
@@ -151,7 +154,8 @@ int Waf(bool flashalloc, double fullness, uint64_t flash_mib, uint32_t eu_blocks
       free_slots[i] = free_slots.back();
       free_slots.pop_back();
       (void)drive.FlashAlloc(Lba(objs[k] * object_blocks), object_blocks);
-      auto life = static_cast<uint64_t>(base * (1 + 3 * k) * static_cast<double>(50 + rng() % 101) / 100.0);
+      auto life =
+          static_cast<uint64_t>(base * (1 + 3 * k) * static_cast<double>(50 + rng() % 101) / 100.0);
       deaths.emplace(now + life, objs[k]);
     }
     for (uint64_t b = 0; b < object_blocks; ++b) {
@@ -164,39 +168,40 @@ int Waf(bool flashalloc, double fullness, uint64_t flash_mib, uint32_t eu_blocks
     now += 1;
   }
   DriveStats st = drive.stats();
-  std::printf("waf flashalloc=%s fullness=%.2f eu_kib=%u object_kib=%llu waf=%.3f relocated_mib=%.1f "
-              "erased_eus=%llu ckpt_mib=%.1f host_mib=%.0f\n",
-              flashalloc ? "on" : "off", fullness, eu_blocks * 4,
-              static_cast<unsigned long long>(object_blocks * 4), st.device_waf(),
-              st.gc_relocated_bytes / 1048576.0, static_cast<unsigned long long>(st.gc_erased_eus),
-              st.meta_write_bytes / 1048576.0, st.host_stored_bytes / 1048576.0);
+  std::printf(
+      "waf flashalloc=%s fullness=%.2f eu_kib=%u object_kib=%llu waf=%.3f relocated_mib=%.1f "
+      "erased_eus=%llu ckpt_mib=%.1f host_mib=%.0f\n",
+      flashalloc ? "on" : "off", fullness, eu_blocks * 4,
+      static_cast<unsigned long long>(object_blocks * 4), st.device_waf(),
+      st.gc_relocated_bytes / 1048576.0, static_cast<unsigned long long>(st.gc_erased_eus),
+      st.meta_write_bytes / 1048576.0, st.host_stored_bytes / 1048576.0);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description opts("eraid-drive-bench MODE [options]\nmodes: zstd, file-iops, waf\noptions");
+  po::options_description opts(
+      "eraid-drive-bench MODE [options]\nmodes: zstd, file-iops, waf\noptions");
   std::string mode, file, rw = "randwrite";
   uint32_t qd = 16, eu_blocks = 64, pct = 50;
   double seconds = 10, fullness = 0.85, writes_x = 8;
   uint64_t flash_mib = 256, object_blocks = 256;
   std::string flashalloc = "on";
   bool direct = true;
-  opts.add_options()("help,h", "this text")
-      ("mode", po::value(&mode), "zstd | file-iops | waf")
-      ("file", po::value(&file), "file-iops: an existing file to test")
-      ("rw", po::value(&rw), "file-iops: randwrite | randread")
-      ("qd", po::value(&qd), "file-iops: queue depth")
-      ("seconds", po::value(&seconds), "file-iops: run time; zstd: time per cell")
-      ("direct", po::value(&direct), "file-iops: O_DIRECT (1/0)")
-      ("flashalloc", po::value(&flashalloc), "waf: on | off")
-      ("fullness", po::value(&fullness), "waf: live bytes / flash")
-      ("flash-mib", po::value(&flash_mib), "waf: flash size")
-      ("eu-blocks", po::value(&eu_blocks), "waf: erase unit, 4 KiB blocks")
-      ("object-blocks", po::value(&object_blocks), "waf: object (segment) size, 4 KiB blocks")
-      ("writes", po::value(&writes_x), "waf: host bytes to write, in multiples of flash")
-      ("compressibility", po::value(&pct), "waf: % (fio buffer_compress_percentage)");
+  opts.add_options()("help,h", "this text")("mode", po::value(&mode), "zstd | file-iops | waf")(
+      "file", po::value(&file), "file-iops: an existing file to test")(
+      "rw", po::value(&rw), "file-iops: randwrite | randread")(
+      "qd", po::value(&qd), "file-iops: queue depth")("seconds", po::value(&seconds),
+                                                      "file-iops: run time; zstd: time per cell")(
+      "direct", po::value(&direct), "file-iops: O_DIRECT (1/0)")(
+      "flashalloc", po::value(&flashalloc), "waf: on | off")("fullness", po::value(&fullness),
+                                                             "waf: live bytes / flash")(
+      "flash-mib", po::value(&flash_mib), "waf: flash size")("eu-blocks", po::value(&eu_blocks),
+                                                             "waf: erase unit, 4 KiB blocks")(
+      "object-blocks", po::value(&object_blocks), "waf: object (segment) size, 4 KiB blocks")(
+      "writes", po::value(&writes_x), "waf: host bytes to write, in multiples of flash")(
+      "compressibility", po::value(&pct), "waf: % (fio buffer_compress_percentage)");
   po::positional_options_description pos;
   pos.add("mode", 1);
   po::variables_map vm;

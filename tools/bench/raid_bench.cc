@@ -48,7 +48,8 @@ struct Devices {
   }
 };
 
-std::unique_ptr<Devices> MakeDevices(const std::string& kind, uint32_t n, uint64_t blocks, const std::string& tmp) {
+std::unique_ptr<Devices> MakeDevices(const std::string& kind, uint32_t n, uint64_t blocks,
+                                     const std::string& tmp) {
   auto holder = std::make_unique<Devices>();
   Devices& d = *holder;
   if (kind == "file") {
@@ -62,7 +63,8 @@ std::unique_ptr<Devices> MakeDevices(const std::string& kind, uint32_t n, uint64
       FileBackendOptions o;
       o.create = true;
       o.size_bytes = BlocksToBytes(blocks);
-      d.owned.push_back(std::move(FileBackend::Open(d.dir + "/dev" + std::to_string(i), o)).value());
+      d.owned.push_back(
+          std::move(FileBackend::Open(d.dir + "/dev" + std::to_string(i), o)).value());
     }
     d.ptrs.push_back(d.owned.back().get());
   }
@@ -81,7 +83,8 @@ std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t
   for (uint32_t i = 0; i < segments; ++i) {
     SegmentId s = a.AllocateSegment(scheme).value();
     for (uint64_t k = 0; a.Remaining(s) > 0; ++k) {
-      if (!a.Append(s, std::span(blocks).subspan(BlocksToBytes(k % 64), kBlockSize), k, k).ok()) std::abort();
+      if (!a.Append(s, std::span(blocks).subspan(BlocksToBytes(k % 64), kBlockSize), k, k).ok())
+        std::abort();
       bytes += kBlockSize;
     }
     if (!a.Seal(s).ok()) std::abort();
@@ -94,11 +97,15 @@ std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t
 int main(int argc, char** argv) {
   std::string mode, kind = "mem", tmp = "/tmp";
   uint32_t devices = 4, chunk = 16, rows = 16, segments = 64;
-  po::options_description opts("eraid-raid-bench MODE [options]\nmodes: write, degraded, convert\noptions");
-  opts.add_options()("help,h", "this text")("mode", po::value(&mode), "write | degraded | convert")
-      ("devices", po::value(&devices), "n+1")("chunk-blocks", po::value(&chunk), "chunk size, 4 KiB blocks")
-      ("rows", po::value(&rows), "rows per slot")("segments", po::value(&segments), "segments to fill")
-      ("backend", po::value(&kind), "convert: mem | file")("dir", po::value(&tmp), "where file devices go");
+  po::options_description opts(
+      "eraid-raid-bench MODE [options]\nmodes: write, degraded, convert\noptions");
+  opts.add_options()("help,h", "this text")("mode", po::value(&mode), "write | degraded | convert")(
+      "devices", po::value(&devices), "n+1")("chunk-blocks", po::value(&chunk),
+                                             "chunk size, 4 KiB blocks")(
+      "rows", po::value(&rows), "rows per slot")("segments", po::value(&segments),
+                                                 "segments to fill")(
+      "backend", po::value(&kind), "convert: mem | file")("dir", po::value(&tmp),
+                                                          "where file devices go");
   po::positional_options_description pos;
   pos.add("mode", 1);
   po::variables_map vm;
@@ -125,7 +132,8 @@ int main(int argc, char** argv) {
     std::cerr << "eraid-raid-bench: " << plan.status().ToString() << "\n";
     return 2;
   }
-  const uint64_t device_blocks = plan->meta_blocks + uint64_t{segments + 1} * plan->segment_span_blocks();
+  const uint64_t device_blocks =
+      plan->meta_blocks + uint64_t{segments + 1} * plan->segment_span_blocks();
   if (mode == "write") {
     double memcpy_gbps = MemcpyGBps();
     {  // warm-up: the first array in a process pays the heap's first-touch page faults
@@ -138,8 +146,8 @@ int main(int argc, char** argv) {
       auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
       auto [bytes, secs] = Fill(*a, scheme, segments);
       double gbps = bytes / secs / 1e9;
-      std::printf("write scheme=%s gbps=%.2f memcpy_gbps=%.2f ratio=%.3f\n", raid_format::SchemeName(scheme), gbps,
-                  memcpy_gbps, gbps / memcpy_gbps);
+      std::printf("write scheme=%s gbps=%.2f memcpy_gbps=%.2f ratio=%.3f\n",
+                  raid_format::SchemeName(scheme), gbps, memcpy_gbps, gbps / memcpy_gbps);
     }
     return 0;
   }
@@ -157,7 +165,8 @@ int main(int argc, char** argv) {
       std::vector<std::byte> out(kBlockSize);
       uint64_t user = 0, lost = 0, before = reads(), lost_reads = 0;
       std::vector<std::pair<SegmentId, uint32_t>> blocks;
-      a->ForEachBlock([&](SegmentId s, uint32_t p, uint64_t, uint64_t) { blocks.emplace_back(s, p); });
+      a->ForEachBlock(
+          [&](SegmentId s, uint32_t p, uint64_t, uint64_t) { blocks.emplace_back(s, p); });
       for (auto [s, p] : blocks) {
         uint64_t r0 = reads();
         if (!a->Read(s, p, out).ok()) return 1;
@@ -167,9 +176,10 @@ int main(int argc, char** argv) {
           lost_reads += reads() - r0;
         }
       }
-      std::printf("degraded scheme=%s devices=%u reads_per_user_read=%.3f reads_per_lost_block=%.3f\n",
-                  raid_format::SchemeName(scheme), devices, double(reads() - before) / user,
-                  double(lost_reads) / lost);
+      std::printf(
+          "degraded scheme=%s devices=%u reads_per_user_read=%.3f reads_per_lost_block=%.3f\n",
+          raid_format::SchemeName(scheme), devices, double(reads() - before) / user,
+          double(lost_reads) / lost);
     }
     return 0;
   }
@@ -185,8 +195,8 @@ int main(int argc, char** argv) {
         if (!a->Convert(SegmentId(i), to).ok()) return 1;
       }
       double s = Since(t);
-      std::printf("convert backend=%s to=%s mbps=%.0f user_mib=%.0f\n", kind.c_str(), raid_format::SchemeName(to),
-                  bytes / s / 1e6, bytes / 1048576.0);
+      std::printf("convert backend=%s to=%s mbps=%.0f user_mib=%.0f\n", kind.c_str(),
+                  raid_format::SchemeName(to), bytes / s / 1e6, bytes / 1048576.0);
     }
     return 0;
   }

@@ -89,12 +89,16 @@ Result<Point> Run(uint32_t pct, double expansion, double beta, uint64_t flash_bl
 int main(int argc, char** argv) {
   std::string pcts = "0,25,50,60,67,75,80,90", expansions = "1.0,1.4,1.8", betas = "1.0,0.9,0.8";
   uint64_t flash_blocks = 4096;
-  po::options_description desc("eraid-sched-bench [options]: CSV of RAID10 coverage by compressibility, expansion, beta\noptions");
-  desc.add_options()("help,h", "this text")
-      ("compressibility", po::value(&pcts)->default_value(pcts), "fio buffer_compress_percentage values")
-      ("expansion", po::value(&expansions)->default_value(expansions), "drive expansion factors")
-      ("beta", po::value(&betas)->default_value(betas), "physical-use budgets")
-      ("flash-blocks", po::value(&flash_blocks)->default_value(flash_blocks), "4 KiB flash blocks per drive");
+  po::options_description desc(
+      "eraid-sched-bench [options]: CSV of RAID10 coverage by compressibility, expansion, "
+      "beta\noptions");
+  desc.add_options()("help,h", "this text")("compressibility",
+                                            po::value(&pcts)->default_value(pcts),
+                                            "fio buffer_compress_percentage values")(
+      "expansion", po::value(&expansions)->default_value(expansions), "drive expansion factors")(
+      "beta", po::value(&betas)->default_value(betas), "physical-use budgets")(
+      "flash-blocks", po::value(&flash_blocks)->default_value(flash_blocks),
+      "4 KiB flash blocks per drive");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-sched-bench", desc, argc, argv, &vm); rc >= 0) return rc;
   auto list = [](const std::string& s) {
@@ -117,19 +121,22 @@ int main(int argc, char** argv) {
     std::cerr << "eraid-sched-bench: lists are comma-separated numbers\n";
     return 2;
   }
-  std::printf("compressibility,ratio,expansion,beta,raid10_coverage,physical_use,to_raid10,to_raid5,autonomous\n");
+  std::printf(
+      "compressibility,ratio,expansion,beta,raid10_coverage,physical_use,to_raid10,to_raid5,"
+      "autonomous\n");
   for (double e : E) {
     for (double b : B) {
       for (double p : P) {
-        std::fprintf(stderr, "eraid-sched-bench: expansion %.1f beta %.2f compressibility %.0f%%\n", e, b, p);
+        std::fprintf(stderr, "eraid-sched-bench: expansion %.1f beta %.2f compressibility %.0f%%\n",
+                     e, b, p);
         auto r = Run(static_cast<uint32_t>(p), e, b, flash_blocks);
         if (!r.ok()) {
           std::cerr << "eraid-sched-bench: " << r.status().ToString() << "\n";
           return 1;
         }
-        std::printf("%.0f,%.2f,%.1f,%.2f,%.3f,%.3f,%llu,%llu,%llu\n", p, r->ratio, e, b, r->coverage, r->physical,
-                    (unsigned long long)r->to_raid10, (unsigned long long)r->to_raid5,
-                    (unsigned long long)r->autonomous);
+        std::printf("%.0f,%.2f,%.1f,%.2f,%.3f,%.3f,%llu,%llu,%llu\n", p, r->ratio, e, b,
+                    r->coverage, r->physical, (unsigned long long)r->to_raid10,
+                    (unsigned long long)r->to_raid5, (unsigned long long)r->autonomous);
         std::fflush(stdout);
       }
     }

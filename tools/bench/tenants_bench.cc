@@ -5,7 +5,6 @@
 // volume's free-space GC trigger, and prints the WA of each way, per tenant and in all.
 //   eraid-tenants-bench [--lbas N] [--writes-per-lba K] [--hot-share P] [--seed S]
 #include <boost/program_options.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -31,15 +30,22 @@ class PerTenant final : public Placement {
   }
   const char* name() const override { return "per-tenant"; }
   uint32_t classes() const override { return 2 * k_; }
-  void OnRequest(uint64_t lba, uint64_t blocks, const PlacementContext& c) override { P(lba).OnRequest(lba, blocks, c); }
-  uint32_t UserWrite(uint64_t lba, const PlacementContext& c) override { return Base(lba) + P(lba).UserWrite(lba, c); }
-  uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t from, const PlacementContext& c) override {
+  void OnRequest(uint64_t lba, uint64_t blocks, const PlacementContext& c) override {
+    P(lba).OnRequest(lba, blocks, c);
+  }
+  uint32_t UserWrite(uint64_t lba, const PlacementContext& c) override {
+    return Base(lba) + P(lba).UserWrite(lba, c);
+  }
+  uint32_t GcWrite(uint64_t lba, uint64_t user_time, uint32_t from,
+                   const PlacementContext& c) override {
     return Base(lba) + P(lba).GcWrite(lba, user_time, from % k_, c);
   }
   void SegmentCollected(uint32_t cls, uint64_t created, const PlacementContext& c) override {
     p_[cls / k_]->SegmentCollected(cls % k_, created, c);
   }
-  SealDecision OnSealed(uint32_t cls, const PlacementContext& c) override { return p_[cls / k_]->OnSealed(cls % k_, c); }
+  SealDecision OnSealed(uint32_t cls, const PlacementContext& c) override {
+    return p_[cls / k_]->OnSealed(cls % k_, c);
+  }
 
  private:
   Placement& P(uint64_t lba) { return *p_[lba >= split_]; }
@@ -53,7 +59,8 @@ struct Outcome {
   double wa, wa_hot, wa_cold;
 };
 
-Outcome Run(Placement& placement, uint64_t lbas, uint64_t writes_per_lba, double hot_share, uint64_t seed) {
+Outcome Run(Placement& placement, uint64_t lbas, uint64_t writes_per_lba, double hot_share,
+            uint64_t seed) {
   // Tenant 0 (hot): 80% of its writes to 20% of its LBAs; tenant 1: uniform. Tenant 0
   // gets `hot_share` of all writes. Each tenant has `lbas` LBAs (a power of two: the
   // engine's extents are the tenants).
@@ -87,7 +94,9 @@ Outcome Run(Placement& placement, uint64_t lbas, uint64_t writes_per_lba, double
       std::exit(1);
     }
   }
-  auto wa = [](uint64_t user, uint64_t gc) { return user ? double(user + gc) / double(user) : 1.0; };
+  auto wa = [](uint64_t user, uint64_t gc) {
+    return user ? double(user + gc) / double(user) : 1.0;
+  };
   const ExtentCounters h = engine.Extent(0), c = engine.Extent(1);
   return {wa(engine.stats().user_blocks - user0, engine.stats().gc_blocks - gc0),
           wa(h.user_blocks - h0.user_blocks, h.gc_blocks - h0.gc_blocks),
@@ -101,12 +110,15 @@ int main(int argc, char** argv) {
   double hot_share = 0.5;
   std::string scheme = "sepbit";
   po::options_description desc("eraid-tenants-bench [options]\noptions");
-  desc.add_options()("help,h", "this text")
-      ("lbas", po::value(&lbas)->default_value(lbas), "LBAs (4 KiB blocks) per tenant, a power of two")
-      ("writes-per-lba", po::value(&writes_per_lba)->default_value(writes_per_lba), "workload writes per LBA of both tenants")
-      ("hot-share", po::value(&hot_share)->default_value(hot_share), "share of writes to the hot tenant (0..1)")
-      ("scheme", po::value(&scheme)->default_value(scheme), "the placement scheme (sepbit, dac, ...)")
-      ("seed", po::value(&seed)->default_value(seed), "random seed");
+  desc.add_options()("help,h", "this text")("lbas", po::value(&lbas)->default_value(lbas),
+                                            "LBAs (4 KiB blocks) per tenant, a power of two")(
+      "writes-per-lba", po::value(&writes_per_lba)->default_value(writes_per_lba),
+      "workload writes per LBA of both tenants")("hot-share",
+                                                 po::value(&hot_share)->default_value(hot_share),
+                                                 "share of writes to the hot tenant (0..1)")(
+      "scheme", po::value(&scheme)->default_value(scheme),
+      "the placement scheme (sepbit, dac, ...)")("seed", po::value(&seed)->default_value(seed),
+                                                 "random seed");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-tenants-bench", desc, argc, argv, &vm); rc >= 0) return rc;
   if (lbas < 4096 || (lbas & (lbas - 1)) != 0) {
@@ -123,9 +135,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   PerTenant per(scheme, lbas);
-  std::printf("seed=%llu scheme=%s lbas=%llu per tenant, %llu writes per LBA, %.0f%% of writes to the hot tenant\n",
-              (unsigned long long)seed, scheme.c_str(), (unsigned long long)lbas, (unsigned long long)writes_per_lba,
-              100 * hot_share);
+  std::printf(
+      "seed=%llu scheme=%s lbas=%llu per tenant, %llu writes per LBA, %.0f%% of writes to the hot "
+      "tenant\n",
+      (unsigned long long)seed, scheme.c_str(), (unsigned long long)lbas,
+      (unsigned long long)writes_per_lba, 100 * hot_share);
   const Outcome s = Run(**shared_p, lbas, writes_per_lba, hot_share, seed);
   const Outcome p = Run(per, lbas, writes_per_lba, hot_share, seed);
   std::printf("classes,wa,wa_hot_tenant,wa_uniform_tenant\n");

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,8 +19,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <boost/program_options.hpp>
 
 #include "common/data_gen.h"
 #include "tools/array_dir.h"
@@ -66,14 +65,18 @@ int main(int argc, char** argv) {
   uint32_t threads = 4;
   double seconds = 5, warm = 2;
   uint64_t region_mib = 512, seed = 1;
-  po::options_description desc("eraid-write-bench: random 4 KiB writes through a served array's volume, in-process");
-  desc.add_options()("help,h", "this help")("dir", po::value(&dir)->required(), "array directory (made; must not exist)")(
-      "device-size", po::value(&device_size)->default_value(device_size), "flash per emulated drive (4 drives)")(
-      "threads", po::value(&threads)->default_value(threads), "writer threads")(
+  po::options_description desc(
+      "eraid-write-bench: random 4 KiB writes through a served array's volume, in-process");
+  desc.add_options()("help,h", "this help")("dir", po::value(&dir)->required(),
+                                            "array directory (made; must not exist)")(
+      "device-size", po::value(&device_size)->default_value(device_size),
+      "flash per emulated drive (4 drives)")("threads", po::value(&threads)->default_value(threads),
+                                             "writer threads")(
       "seconds", po::value(&seconds)->default_value(seconds), "timed part")(
       "warm-seconds", po::value(&warm)->default_value(warm), "untimed random writes first")(
-      "region-mib", po::value(&region_mib)->default_value(region_mib), "the LBA range written (written once first)")(
-      "seed", po::value(&seed)->default_value(seed), "data and address seed");
+      "region-mib", po::value(&region_mib)->default_value(region_mib),
+      "the LBA range written (written once first)")("seed", po::value(&seed)->default_value(seed),
+                                                    "data and address seed");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-write-bench", desc, argc, argv, &vm); rc >= 0) return rc;
   if (threads < 1 || threads > 256 || seconds <= 0 || warm < 0 || region_mib == 0) {
@@ -106,20 +109,23 @@ int main(int argc, char** argv) {
   ArrayDir& a = **opened;
   a.StartServing();
   Volume& v = a.volume();
-  const uint64_t region = std::min<uint64_t>(BytesToBlocks(region_mib << 20), v.capacity_blocks() / 2);
+  const uint64_t region =
+      std::min<uint64_t>(BytesToBlocks(region_mib << 20), v.capacity_blocks() / 2);
 
   // 8192 distinct blocks (32 MiB): twice the compression memo, so a write's blocks are
   // never found compressed by an earlier write of the same bytes.
   std::vector<std::byte> pool(BlocksToBytes(8192));
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i < 8192; ++i) {
-    FillBlockWithCompressibility(std::span<std::byte>(pool.data() + BlocksToBytes(i), kBlockSize), 50, rng);
+    FillBlockWithCompressibility(std::span<std::byte>(pool.data() + BlocksToBytes(i), kBlockSize),
+                                 50, rng);
   }
   std::vector<std::byte> chunk(BlocksToBytes(64));
   for (uint64_t lba = 0; lba < region; lba += 64) {
     const uint64_t n = std::min<uint64_t>(64, region - lba);
     std::memcpy(chunk.data(), pool.data() + BlocksToBytes(lba % 8128), BlocksToBytes(n));
-    if (Status s = v.Write(lba, std::span<const std::byte>(chunk.data(), BlocksToBytes(n))); !s.ok()) {
+    if (Status s = v.Write(lba, std::span<const std::byte>(chunk.data(), BlocksToBytes(n)));
+        !s.ok()) {
       std::cerr << "eraid-write-bench: fill: " << s.ToString() << "\n";
       return 1;
     }
@@ -130,7 +136,8 @@ int main(int argc, char** argv) {
   std::atomic<uint64_t> done{0};
   std::vector<std::thread> ts;
   for (uint32_t t = 0; t < threads; ++t) {
-    ts.emplace_back(Writer, std::ref(v), region, std::cref(pool), seed * 1000 + t, std::cref(stop), std::ref(done));
+    ts.emplace_back(Writer, std::ref(v), region, std::cref(pool), seed * 1000 + t, std::cref(stop),
+                    std::ref(done));
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(warm));
   const uint64_t n0 = done.load();
@@ -143,8 +150,8 @@ int main(int argc, char** argv) {
   stop = true;
   for (auto& t : ts) t.join();
   const double n = double(n1 - n0);
-  std::printf("threads %u  writes/s %.0f  cpu_us/write %.2f  switches/write %.3f\n", threads, n / secs,
-              (u1.cpu_us - u0.cpu_us) / n, double(u1.switches - u0.switches) / n);
+  std::printf("threads %u  writes/s %.0f  cpu_us/write %.2f  switches/write %.3f\n", threads,
+              n / secs, (u1.cpu_us - u0.cpu_us) / n, double(u1.switches - u0.switches) / n);
   if (Status s = a.Close(); !s.ok()) {
     std::cerr << "eraid-write-bench: close: " << s.ToString() << "\n";
     return 1;

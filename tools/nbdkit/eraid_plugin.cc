@@ -10,11 +10,10 @@
 // size and alignment (tools/serve.cc).
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
-
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -32,9 +31,9 @@ std::unique_ptr<eraid::AdminServer> g_admin;
 int Fail(const eraid::Status& s) {
   nbdkit_error("eraid: %s", s.ToString().c_str());
   nbdkit_set_error(s.code() == eraid::StatusCode::kInvalidArgument ? EINVAL
-                   : s.code() == eraid::StatusCode::kNoSpace      ? ENOSPC
-                   : s.code() == eraid::StatusCode::kNotFound     ? ENOENT
-                                                                  : EIO);
+                   : s.code() == eraid::StatusCode::kNoSpace       ? ENOSPC
+                   : s.code() == eraid::StatusCode::kNotFound      ? ENOENT
+                                                                   : EIO);
   return -1;
 }
 
@@ -119,13 +118,16 @@ void Close(void* h) { delete static_cast<Conn*>(h); }
 
 int ListExports(int, int, struct nbdkit_exports* exports) {
   for (const eraid::VolumeReport& r : Vols().List()) {
-    const std::string desc = std::to_string(eraid::BlocksToBytes(r.size_blocks) >> 20) + " MiB eraid volume";
+    const std::string desc =
+        std::to_string(eraid::BlocksToBytes(r.size_blocks) >> 20) + " MiB eraid volume";
     if (nbdkit_add_export(exports, r.name.c_str(), desc.c_str()) == -1) return -1;
   }
   return 0;
 }
 
-int64_t GetSize(void* h) { return static_cast<int64_t>(eraid::BlocksToBytes(Vols().size_blocks(Vol(h)))); }
+int64_t GetSize(void* h) {
+  return static_cast<int64_t>(eraid::BlocksToBytes(Vols().size_blocks(Vol(h))));
+}
 
 int BlockSize(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) {
   *minimum = eraid::kBlockSize;
@@ -136,13 +138,15 @@ int BlockSize(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) 
 
 int Pread(void* h, void* buf, uint32_t count, uint64_t offset, uint32_t) {
   if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned read"));
-  eraid::Status s = Vols().Read(Vol(h), offset / eraid::kBlockSize, {static_cast<std::byte*>(buf), count});
+  eraid::Status s =
+      Vols().Read(Vol(h), offset / eraid::kBlockSize, {static_cast<std::byte*>(buf), count});
   return s.ok() ? 0 : Fail(s);
 }
 
 int Pwrite(void* h, const void* buf, uint32_t count, uint64_t offset, uint32_t flags) {
   if (!Aligned(offset, count)) return Fail(eraid::Status::InvalidArgument("misaligned write"));
-  eraid::Status s = Vols().Write(Vol(h), offset / eraid::kBlockSize, {static_cast<const std::byte*>(buf), count});
+  eraid::Status s =
+      Vols().Write(Vol(h), offset / eraid::kBlockSize, {static_cast<const std::byte*>(buf), count});
   if (s.ok() && (flags & NBDKIT_FLAG_FUA)) s = g_array->volume().Flush();
   return s.ok() ? 0 : Fail(s);
 }
@@ -161,19 +165,24 @@ int Trim(void* h, uint32_t count, uint64_t offset, uint32_t flags) {
 
 // A zeroed range is unmapped (reads of it return zeros): as fast as a trim, so
 // NBD_CMD_FLAG_FAST_ZERO is always honoured, whether the client allows a trim or not.
-int Zero(void* h, uint32_t count, uint64_t offset, uint32_t flags) { return Trim(h, count, offset, flags); }
+int Zero(void* h, uint32_t count, uint64_t offset, uint32_t flags) {
+  return Trim(h, count, offset, flags);
+}
 
 // Block status (base:allocation) from the volume's map: unwritten and trimmed blocks are
 // holes that read as zeros, so nbdcopy and qemu-img skip them.
-int Extents(void* h, uint32_t count, uint64_t offset, uint32_t flags, struct nbdkit_extents* extents) {
+int Extents(void* h, uint32_t count, uint64_t offset, uint32_t flags,
+            struct nbdkit_extents* extents) {
   const uint64_t first = offset / eraid::kBlockSize;
   const uint64_t end_byte = offset + count;
   const uint64_t blocks = (end_byte + eraid::kBlockSize - 1) / eraid::kBlockSize - first;
   const uint64_t cap = Vols().size_blocks(Vol(h));
-  if (count == 0 || first >= cap || blocks > cap - first) return Fail(eraid::Status::InvalidArgument("extents beyond the volume"));
+  if (count == 0 || first >= cap || blocks > cap - first)
+    return Fail(eraid::Status::InvalidArgument("extents beyond the volume"));
   uint64_t at = eraid::BlocksToBytes(first);
   for (const eraid::Volume::Run& r : Vols().Allocation(Vol(h), first, blocks)) {
-    const uint64_t start = std::max(at, offset), end = std::min(at + eraid::BlocksToBytes(r.blocks), end_byte);
+    const uint64_t start = std::max(at, offset),
+                   end = std::min(at + eraid::BlocksToBytes(r.blocks), end_byte);
     const uint32_t type = r.written ? 0 : NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;
     if (end > start && nbdkit_add_extent(extents, start, end - start, type) == -1) return -1;
     at += eraid::BlocksToBytes(r.blocks);
