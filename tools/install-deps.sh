@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev
   fio nbdkit nbdkit-plugin-dev libnbd-bin libnbd-dev
   gnuplot-nox bc
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
 )
 
 missing=()
