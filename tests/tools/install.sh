@@ -51,7 +51,8 @@ round_trip() {
   # directory, forking into the background as nbdkit does without -f: new data written,
   # flushed and read back, the array closed cleanly, then served again and read.
   head -c 8M /dev/urandom > "$w/data2"
-  nbdkit -U - "$plugin" dir="$w/array" --run "nbdcopy '$w/data2' \"\$uri\" && nbdcopy \"\$uri\" '$w/back2'" \
+  # (dir= relative: nbdkit changes to / as it forks, before the plugin opens the array.)
+  (cd "$w" && nbdkit -U - "$plugin" dir=array --run "nbdcopy '$w/data2' \"\$uri\" && nbdcopy \"\$uri\" '$w/back2'") \
     2> "$w/nbdkit.err" || { cat "$w/nbdkit.err" >&2; fail "$1: nbdkit through the plugin link failed"; }
   ! grep -E "terminate|error|Abort" "$w/nbdkit.err" || fail "$1: nbdkit reported the above"
   cmp -s -n $((8 << 20)) "$w/data2" "$w/back2" || fail "$1: data read through the plugin link differs"

@@ -31,6 +31,8 @@ for tool in nbdkit fio python3; do
   command -v $tool >/dev/null || { echo "remote_drives: $tool missing (tools/install-deps.sh installs it)"; exit 1; }
 done
 ERAID=$BUILD/tools/eraid
+# eraid serve --daemon, with the server's log shown if it does not start.
+serve() { "$ERAID" serve --dir "$A" --daemon || { tail -40 "$A/serve.log" >&2; return 1; }; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/eraid-remote.XXXXXX")
 TAG=$$
 TIMEOUT_S=2
@@ -111,7 +113,7 @@ echo "remote_drives: drive hosts in $([ $NETNS = 1 ] && echo 'network namespaces
 A=$WORK/array
 "$ERAID" create --dir "$A" --io-timeout 30 \
   --device "${URIS[0]}" --device "${URIS[1]}" --device "${URIS[2]}" --device "${URIS[3]}"
-"$ERAID" serve --dir "$A" --daemon
+serve
 URI="nbd+unix:///?socket=$A/nbd.sock"
 # The timeout changed while served: every connection takes it at once (the hang below
 # fails at 2000 ms, not 30 s), and the manifest keeps it for the next start.
@@ -220,7 +222,7 @@ echo "== 4. a drive failed when the server starts; a drive host down when it sta
 # replace rebuilds it in full, onto its own export again.
 "$ERAID" fail --dir "$A" --device 2
 "$ERAID" stop --dir "$A"
-"$ERAID" serve --dir "$A" --daemon
+serve
 "$ERAID" re-add --dir "$A" --device 2 2>"$WORK/err" && { echo "remote_drives: re-add after a restart accepted"; exit 1; }
 grep -q "replace" "$WORK/err" || { cat "$WORK/err"; exit 1; }
 rebuild_onto 2 2
@@ -230,7 +232,7 @@ rebuild_onto 2 2
 verify_again
 "$ERAID" stop --dir "$A"
 kill -KILL "${PIDS[0]}"
-"$ERAID" serve --dir "$A" --daemon
+serve
 status_check 0 failed unreachable
 verify_again --verify_only
 start_host 0
@@ -288,7 +290,7 @@ grep -q "not failed" "$WORK/err" || { cat "$WORK/err"; exit 1; }
 
 # A restart reconnects to every host, and everything still verifies.
 "$ERAID" stop --dir "$A"
-"$ERAID" serve --dir "$A" --daemon
+serve
 verify_again --verify_only
 for d in 0 1 2 3; do status_check $d ok connected; done
 echo "remote_drives: OK"

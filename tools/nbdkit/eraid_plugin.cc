@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -41,15 +42,19 @@ bool Aligned(uint64_t offset, uint32_t count) {
   return count > 0 && offset % eraid::kBlockSize == 0 && count % eraid::kBlockSize == 0;
 }
 
+// Paths made absolute now: nbdkit run without -f changes to / when it forks into the
+// background, and the array opens after that (AfterFork).
+int AbsolutePath(const char* value, std::string* out) {
+  char* path = nbdkit_absolute_path(value);
+  if (path == nullptr) return -1;  // nbdkit has reported why
+  *out = path;
+  std::free(path);
+  return 0;
+}
+
 int Config(const char* key, const char* value) {
-  if (std::strcmp(key, "dir") == 0) {
-    g_dir = value;
-    return 0;
-  }
-  if (std::strcmp(key, "socket") == 0) {
-    g_socket = value;
-    return 0;
-  }
+  if (std::strcmp(key, "dir") == 0) return AbsolutePath(value, &g_dir);
+  if (std::strcmp(key, "socket") == 0) return AbsolutePath(value, &g_socket);
   nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR [socket=PATH])", key);
   return -1;
 }
