@@ -715,6 +715,82 @@ Status CompressedDrive::Close() {
   return CheckpointLocked();
 }
 
+Status CompressedDrive::CheckInvariants() {
+  ERAID_RETURN_IF_ERROR(DrainCache());
+  std::unique_lock lock(mu_);
+  WaitForBackgroundLocked();
+  auto broken = [](const std::string& what) {
+    return Status::Corruption("drive invariant: " + what);
+  };
+  const uint64_t data_start = BlocksToBytes(data_start_block_);
+  std::vector<uint64_t> live(num_eus_, 0);
+  uint64_t total = 0;
+  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+    const uint64_t loc = map_[lba];
+    if (loc == kUnmapped || loc == kLostBlock) continue;
+    const uint64_t off = LocOffset(loc), len = LocLength(loc);
+    const std::string at = "lba " + std::to_string(lba) + ": ";
+    if (off < data_start || off - data_start >= uint64_t{num_eus_} * eu_bytes_) {
+      return broken(at + "record outside the data area");
+    }
+    const uint64_t e = (off - data_start) / eu_bytes_;
+    const Eu& eu = eus_[e];
+    if (eu.state != Eu::State::kOpen && eu.state != Eu::State::kSealed) {
+      return broken(at + "record in erase unit " + std::to_string(e) +
+                    ", which is free or being erased");
+    }
+    if ((off - data_start) % eu_bytes_ + len > eu.write_ptr) {
+      return broken(at + "record past erase unit " + std::to_string(e) + "'s write pointer");
+    }
+    live[e] += len;
+    total += len;
+  }
+  size_t free_units = 0, open_units = 0;
+  for (uint32_t e = 0; e < num_eus_; ++e) {
+    const Eu& eu = eus_[e];
+    if (live[e] != eu.live_bytes) {
+      return broken("erase unit " + std::to_string(e) + " counts " + std::to_string(eu.live_bytes) +
+                    " live bytes, its mapped records take " + std::to_string(live[e]) +
+                    " (invariant 4)");
+    }
+    if (eu.state == Eu::State::kFree && (eu.write_ptr != 0 || eu.live_bytes != 0)) {
+      return broken("free erase unit " + std::to_string(e) + " holds records");
+    }
+    free_units += eu.state == Eu::State::kFree;
+    open_units += eu.state == Eu::State::kOpen;
+  }
+  if (total != stats_.live_bytes) {
+    return broken("live bytes " + std::to_string(stats_.live_bytes) + ", mapped records " +
+                  std::to_string(total));
+  }
+  std::vector<bool> listed(num_eus_, false);
+  for (uint32_t e : free_eus_) {
+    if (e >= num_eus_ || listed[e] || eus_[e].state != Eu::State::kFree) {
+      return broken("free list entry " + std::to_string(e) +
+                    " is out of range, repeated or not free");
+    }
+    listed[e] = true;
+  }
+  if (free_eus_.size() != free_units) {
+    return broken(std::to_string(free_units) + " free erase units, " +
+                  std::to_string(free_eus_.size()) + " on the free list");
+  }
+  size_t streams_open = 0;
+  for (const Stream& st : streams_) {
+    if (st.eu < 0) continue;
+    ++streams_open;
+    if (static_cast<uint64_t>(st.eu) >= num_eus_ ||
+        eus_[static_cast<size_t>(st.eu)].state != Eu::State::kOpen) {
+      return broken("a stream's erase unit " + std::to_string(st.eu) + " is not open");
+    }
+  }
+  if (streams_open != open_units) {
+    return broken(std::to_string(open_units) + " open erase units, " +
+                  std::to_string(streams_open) + " held by streams");
+  }
+  return Status::Ok();
+}
+
 DriveStats CompressedDrive::stats() const {
   std::lock_guard lock(mu_);
   DriveStats s = stats_;

@@ -159,6 +159,14 @@ class CompressedDrive final : public Backend {
   // Flushes and writes a checkpoint, so the next Open() replays nothing.
   Status Close();
 
+  // The drive's accounting against its mapping, at a quiet moment (it drains the write
+  // cache and waits for an erase or checkpoint under way): every mapped record lies in
+  // an open or sealed erase unit, below its write pointer; invariant 4 for every unit;
+  // the live total; the free list holds exactly the free units, once each; each open
+  // unit is some stream's. Corruption naming the first disagreement. For the model and
+  // crash tests, after their steps and after every recovery.
+  Status CheckInvariants();
+
   DriveStats stats() const;
   // stats().live_bytes and .usable_bytes without the drive's lock, which a writer may
   // hold across a flash write: the scheduler asks for them in the volume's write path.

@@ -76,6 +76,8 @@ void RunSeed(uint64_t seed, CrashStats* totals) {
     ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
     drive = std::move(reopened).value();
     ++totals->crashes;
+    Status inv = drive->CheckInvariants();  // what recovery rebuilt adds up
+    ASSERT_TRUE(inv.ok()) << inv.ToString();
     std::vector<std::byte> block(kBlockSize);
     for (uint64_t lba = 0; lba < span; ++lba) {
       Status s = drive->Read(Lba(lba), block);

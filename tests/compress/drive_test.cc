@@ -128,6 +128,8 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
     ASSERT_TRUE(m.Write(lba, data).ok());
     if (i % 500 == 0) {
       ASSERT_TRUE(m.drive().Flush().ok());
+      Status inv = m.drive().CheckInvariants();
+      ASSERT_TRUE(inv.ok()) << "after write " << i << ": " << inv.ToString();
     }
   }
   m.VerifyAll();
@@ -140,8 +142,12 @@ TEST_P(DriveRoundTrip, RandomWritesAndOverwritesMatchModel) {
   EXPECT_EQ(m.drive().live_bytes(), st.live_bytes);  // the lock-free copy follows GC too
   m.Trim(0, span / 2);
   EXPECT_EQ(m.drive().live_bytes(), m.drive().stats().live_bytes);
+  Status inv = m.drive().CheckInvariants();
+  EXPECT_TRUE(inv.ok()) << "after the trim: " << inv.ToString();
   m.Reopen(o);
   EXPECT_EQ(m.drive().live_bytes(), m.drive().stats().live_bytes);  // rebuilt by recovery
+  inv = m.drive().CheckInvariants();
+  EXPECT_TRUE(inv.ok()) << "after the reopen: " << inv.ToString();
   m.VerifyAll();
 }
 
@@ -447,7 +453,11 @@ TEST(DriveTest, GcKeepsDataAtNinetyPercentFull) {
   EXPECT_GT(st.gc_erased_eus, 100u);
   EXPECT_LT(nospace, written / 100) << "no-space only at the exact boundary";
   m.VerifyAll();
+  Status inv = m.drive().CheckInvariants();
+  EXPECT_TRUE(inv.ok()) << "after GC at 90%: " << inv.ToString();
   m.Reopen(o);
+  inv = m.drive().CheckInvariants();
+  EXPECT_TRUE(inv.ok()) << "reopened: " << inv.ToString();
   m.VerifyAll();
 }
 
