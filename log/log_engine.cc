@@ -403,6 +403,7 @@ Status LogEngine::Flush() { return FreeCollected(); }
 
 Status LogEngine::FreeVictim(Unfreed& victim) {
   ERAID_RETURN_IF_ERROR(store_.Free(victim.handle));
+  ++victims_freed_;
   // Its copies stop counting now, though the free is durable only after the next flush:
   // a trim record this lets go is dropped by GC and leaves the store with its segment,
   // whose free comes after a flush that began after this one — so it is never gone while

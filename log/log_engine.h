@@ -150,6 +150,9 @@ class LogEngine {
   uint64_t UnfreedMark() const { return unfreed_.empty() ? 0 : unfreed_.back().seq; }
   Status FreeUpTo(uint64_t mark);
   bool free_due() const { return unfreed_.size() >= options_.frees_per_flush; }
+  // Victims freed so far (FreeUpTo, and FreeCollected: a write short of space frees the
+  // collected ones itself, after a flush of its own), whose trims wait for a later flush.
+  uint64_t victims_freed() const { return victims_freed_; }
 
   // Recovery: hands the engine a segment found in the store (sealed), with its blocks in
   // position order; then FinishRecovery() maps every LBA to its newest copy (largest user
@@ -304,6 +307,7 @@ class LogEngine {
     std::vector<uint64_t> lbas;  // its data blocks' (stores with data)
   };
   std::vector<Unfreed> unfreed_;
+  uint64_t victims_freed_ = 0;
   Status FreeVictim(Unfreed& victim);
   uint64_t next_unfreed_seq_ = 1;
   EngineStats stats_;

@@ -227,9 +227,10 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
     return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
-  bool free_due = false;
+  bool free_due = false, freed_here = false;
   Status st = [&]() -> Status {
     std::lock_guard lock(mu_);
+    const uint64_t freed_before = engine_->victims_freed();
     if (address_blocks_ > capacity_blocks_) {
       // Thin volumes: the blocks this write maps anew must fit in the capacity.
       uint64_t fresh = 0;
@@ -250,6 +251,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
       done += n;
     }
     free_due = engine_->free_due();
+    freed_here = engine_->victims_freed() != freed_before;
     return Status::Ok();
   }();
   // Rows this write (or GC in it) completed go to the devices now, without the lock
@@ -258,9 +260,13 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   ERAID_RETURN_IF_ERROR(st);
   // GC's victims wait for a flush that makes their copies durable: the volume's flusher
   // thread runs one, outside the lock, so no writer waits for it.
-  if (free_due) {
+  if (free_due || freed_here) {
     std::lock_guard fl(flush_mu_);
-    WakeFlusherLocked();
+    if (free_due) WakeFlusherLocked();
+    // Victims this write freed itself (short of space: FreeCollected) wait for a flush to
+    // give their space back; in a read-only phase after it none would come (CI saw one
+    // segment stay untrimmed, against the scheduler's budget).
+    if (freed_here) ScheduleTrimFlushLocked();
   }
   return Status::Ok();
 }
@@ -285,11 +291,18 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
   for (uint64_t done = 0; done < blocks;) {
     const uint64_t n = std::min(kPiece, blocks - done);
     Status st;
+    bool freed_here = false;
     {
       std::lock_guard lock(mu_);
+      const uint64_t freed_before = engine_->victims_freed();
       st = engine_->Trim(lba + done, n);
+      freed_here = engine_->victims_freed() != freed_before;
     }
     array_.WriteQueuedRows();
+    if (freed_here) {  // as in Write: victims freed here wait for a flush
+      std::lock_guard fl(flush_mu_);
+      ScheduleTrimFlushLocked();
+    }
     ERAID_RETURN_IF_ERROR(st);
     done += n;
   }
@@ -335,14 +348,18 @@ Status Volume::Flush() {
     // has within kTrimFlushDelay, the flusher runs one — else, in a read-only phase, the
     // drives would keep holding blocks nobody owns, against the scheduler's budget.
     // (That round frees no victims unless GC collected more, so it does not repeat.)
-    if (s.ok() && victims != 0) {
-      trim_flush_due_ = true;
-      trim_flush_round_ = flush_rounds_;
-      trim_flush_at_ = std::chrono::steady_clock::now() + kTrimFlushDelay;
-      StartFlusherLocked();
-      gc_flush_cv_.notify_one();
-    }
+    if (s.ok() && victims != 0) ScheduleTrimFlushLocked();
   }
+}
+
+void Volume::ScheduleTrimFlushLocked() {
+  trim_flush_due_ = true;
+  // A round under way now may have taken its snapshot before the frees: only one that
+  // completes after it covers them.
+  trim_flush_round_ = flush_rounds_ + (flush_running_ ? 1 : 0);
+  trim_flush_at_ = std::chrono::steady_clock::now() + kTrimFlushDelay;
+  StartFlusherLocked();
+  gc_flush_cv_.notify_one();
 }
 
 void Volume::StartFlusherLocked() {

@@ -181,11 +181,13 @@ class Volume {
   std::thread gc_flusher_;
   std::condition_variable gc_flush_cv_;
   bool gc_flush_wanted_ = false, gc_flusher_stop_ = false;
-  // A round freed victims: unless another round completes first, the flusher runs one at
-  // trim_flush_at_, whose device flush lets their trims go.
+  // Victims were freed (by a round, or by a write short of space): unless a round that
+  // began after that completes first, the flusher runs one at trim_flush_at_, whose
+  // device flush lets their trims go (ScheduleTrimFlushLocked).
   static constexpr std::chrono::milliseconds kTrimFlushDelay{100};
   bool trim_flush_due_ = false;
-  uint64_t trim_flush_round_ = 0;  // flush_rounds_ when they were freed
+  uint64_t trim_flush_round_ = 0;  // the rounds counted by then: a later one covers them
+  void ScheduleTrimFlushLocked();  // under flush_mu_
   std::chrono::steady_clock::time_point trim_flush_at_;
 };
 
