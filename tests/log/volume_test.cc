@@ -177,6 +177,27 @@ TEST(VolumeTest, ConcurrentFlushesShareRoundsAndEachIsDurable) {
   }
 }
 
+// Random 50%-compressible overwrites of the whole volume, `times` times over.
+void OverwriteAll(Rig& rig, std::mt19937_64& rng, uint64_t times) {
+  const uint64_t cap = rig.volume->capacity_blocks();
+  Block b(kBlockSize);
+  for (uint64_t i = 0; i < times * cap; ++i) {
+    FillBlockWithCompressibility(b, 50, rng);
+    ASSERT_TRUE(rig.volume->Write(rng() % cap, b).ok()) << "write " << i;
+  }
+}
+
+// The freed but untrimmed segments once the volume's flusher has had its chance (its
+// follow-up round runs in the background): polled up to a generous bound.
+uint32_t UntrimmedAfterWaiting(Rig& rig) {
+  uint32_t untrimmed = rig.array->stats().untrimmed_free_segments;
+  for (int ms = 0; untrimmed > 0 && ms < 10'000; ms += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    untrimmed = rig.array->stats().untrimmed_free_segments;
+  }
+  return untrimmed;
+}
+
 // A freed segment's space is trimmed after the flush that makes its free durable. GC's
 // victims are freed after a flush (a user's, or the volume's flusher's); without a flush
 // after that, the drives kept the victims' blocks for as long as nobody flushed — through
@@ -188,23 +209,14 @@ TEST(VolumeTest, GcVictimsSpaceIsTrimmedWithoutAnotherUserFlush) {
   std::printf("seed=%llu\n", (unsigned long long)seed);
   // Victims wait for a flush (none is due by count): the user flush below frees them.
   Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, /*gc_frees_per_flush=*/1000);
-  const uint64_t cap = rig.volume->capacity_blocks();
   std::mt19937_64 rng(seed);
-  Block b(kBlockSize);
-  for (uint64_t i = 0; i < 3 * cap; ++i) {
-    FillBlockWithCompressibility(b, 50, rng);
-    ASSERT_TRUE(rig.volume->Write(rng() % cap, b).ok()) << "write " << i;
-  }
+  OverwriteAll(rig, rng, 3);
+  if (HasFatalFailure()) return;
   const uint64_t collected = rig.volume->stats().engine.segments_collected;
   ASSERT_GT(collected, 0u) << "the overwrites must make GC run";
   ASSERT_TRUE(rig.volume->Flush().ok());
-  // The flusher's follow-up runs in the background: wait for it, up to a generous bound.
-  uint32_t untrimmed = rig.array->stats().untrimmed_free_segments;
-  const uint32_t at_flush = untrimmed;
-  for (int ms = 0; untrimmed > 0 && ms < 10'000; ms += 5) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    untrimmed = rig.array->stats().untrimmed_free_segments;
-  }
+  const uint32_t at_flush = rig.array->stats().untrimmed_free_segments;
+  const uint32_t untrimmed = UntrimmedAfterWaiting(rig);
   std::printf(
       "%llu segments collected; %u freed but untrimmed after the user flush, %u at the end\n",
       (unsigned long long)collected, at_flush, untrimmed);
@@ -229,28 +241,21 @@ TEST(VolumeTest, VictimsAWriteFreesItselfAreTrimmedWithoutAFlush) {
     bool SpacePressure() override { return std::exchange(fire, false); }
   } pressure;
   rig.volume->SetListener(&pressure);
-  const uint64_t cap = rig.volume->capacity_blocks();
   std::mt19937_64 rng(seed);
-  Block b(kBlockSize);
   // Overwrites until GC has collected victims that wait for a flush to be freed.
-  for (uint64_t i = 0; i < 3 * cap; ++i) {
-    FillBlockWithCompressibility(b, 50, rng);
-    ASSERT_TRUE(rig.volume->Write(rng() % cap, b).ok()) << "write " << i;
-  }
+  OverwriteAll(rig, rng, 3);
+  if (HasFatalFailure()) return;
+  Block b(kBlockSize);
   ASSERT_GT(rig.volume->stats().engine.segments_collected, 0u) << "the overwrites must make GC run";
   const uint32_t before = rig.array->stats().untrimmed_free_segments;
   pressure.fire = true;  // the last write frees them, and then nothing writes or flushes
   FillBlockWithCompressibility(b, 50, rng);
   ASSERT_TRUE(rig.volume->Write(0, b).ok());
   ASSERT_FALSE(pressure.fire) << "the write asked about space";
-  uint32_t untrimmed = rig.array->stats().untrimmed_free_segments;
-  const uint32_t freed = untrimmed;
+  const uint32_t freed = rig.array->stats().untrimmed_free_segments;
   ASSERT_GT(freed, before) << "the last write must have freed victims itself";
   ASSERT_EQ(rig.volume->stats().flush_requests, 0u) << "no flush was asked for";
-  for (int ms = 0; untrimmed > 0 && ms < 10'000; ms += 5) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    untrimmed = rig.array->stats().untrimmed_free_segments;
-  }
+  const uint32_t untrimmed = UntrimmedAfterWaiting(rig);
   std::printf(
       "the last write freed %u segments (untrimmed %u before it); %u untrimmed at the end\n",
       freed - before, before, untrimmed);
