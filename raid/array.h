@@ -222,6 +222,7 @@ class ElasticArray {
  private:
   ElasticArray(std::vector<Backend*> devices, const ArrayGeometry& g, uint64_t array_id,
                const Clock& clock);
+  class Conversion;  // one Convert(), step by step (array_conversion.cc)
 
   Status WriteSuperblocksLocked();
   // Replace and ReAdd: `target` becomes device `device` and is rebuilt segment by

@@ -47,6 +47,9 @@ struct ArrayGeometry {
   uint64_t SegmentStart(SegmentId s) const {
     return meta_blocks + uint64_t{s.value} * segment_span_blocks();
   }
+  // Slot-2 of a segment on each device: R chunks after slot-1's.
+  uint64_t slot_blocks() const { return uint64_t{rows_per_slot} * chunk_blocks; }
+  uint64_t Slot2Start(SegmentId s) const { return SegmentStart(s) + slot_blocks(); }
   uint64_t device_blocks_needed() const {
     return meta_blocks + uint64_t{segments} * segment_span_blocks();
   }

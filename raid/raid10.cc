@@ -10,6 +10,7 @@ namespace {
 class Raid10 final : public Scheme {
  public:
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid10; }
+  bool has_parity() const override { return false; }
 
   void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row,
                  std::span<const std::byte> row_data, bool with_data, AlignedBuffer*,
@@ -36,8 +37,7 @@ class Raid10 final : public Scheme {
   void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
                        std::vector<DeviceTrim>* out) const override {
     for (uint32_t d = 0; d < g.devices; ++d) {
-      out->push_back({d, g.SegmentStart(s) + uint64_t{g.rows_per_slot} * g.chunk_blocks,
-                      uint64_t{g.rows_per_slot} * g.chunk_blocks});
+      out->push_back({d, g.Slot2Start(s), g.slot_blocks()});
     }
   }
 

@@ -12,6 +12,7 @@ namespace {
 class Raid5 final : public Scheme {
  public:
   raid_format::SegmentScheme id() const override { return raid_format::SegmentScheme::kRaid5; }
+  bool has_parity() const override { return true; }
 
   void RowWrites(const ArrayGeometry& g, SegmentId s, uint32_t row,
                  std::span<const std::byte> row_data, bool with_data, AlignedBuffer* scratch,

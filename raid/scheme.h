@@ -41,6 +41,13 @@ class Scheme {
   virtual ~Scheme() = default;
   virtual raid_format::SegmentScheme id() const = 0;
 
+  // Whether the redundancy is parity, computed over a whole row. A row that a flush makes
+  // durable before it is full then has none yet: its new blocks are mirrored into slot-2
+  // (where RAID10 keeps its copies) until the row's parity is durable, and those copies
+  // are trimmed after (array_rows.cc). Where the redundancy is copies, they are the
+  // slot-2 blocks themselves and stay.
+  virtual bool has_parity() const = 0;
+
   // The writes that store row `row` (its data in `row`, row_blocks() blocks): the data
   // chunks in slot-1 if `with_data`, and this scheme's redundancy. Parity is computed
   // into `scratch`, which must outlive the writes.

@@ -1,0 +1,324 @@
+// The array's private parts, shared by its source files (array*.cc): the per-segment
+// state, a row on its way to the devices, and device access (ElasticArray::Io).
+// Nothing outside raid/ includes this.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "raid/array.h"
+#include "raid/scheme.h"
+
+namespace eraid {
+namespace array_internal {
+
+constexpr uint32_t kNoBatch = UINT32_MAX;
+inline uint64_t BitmapSlotLba(uint32_t slot, uint32_t segments) {
+  return 2 + uint64_t{slot} * raid_format::BitmapBlocks(segments);
+}
+inline uint64_t JournalLba(uint64_t seq, uint32_t segments) {
+  return 2 + 2ull * raid_format::BitmapBlocks(segments) + seq % raid_format::kJournalBlocks;
+}
+// Whether `part` lies within `whole` (a device write's data within a row buffer).
+inline bool Inside(std::span<const std::byte> part, std::span<const std::byte> whole) {
+  return !whole.empty() && part.data() >= whole.data() &&
+         part.data() + part.size() <= whole.data() + whole.size();
+}
+
+}  // namespace array_internal
+
+// A full row on its way to the devices, written outside the array lock (Append).
+struct ElasticArray::PendingRow {
+  uint32_t segment = 0, row = 0;
+  SegmentScheme scheme = SegmentScheme::kFree;
+  uint64_t seq = 0;            // rows_detached_ when it was detached
+  uint32_t writable_mask = 0;  // devices that were writable then (the others are skipped)
+  AlignedBuffer buf;           // the row's blocks, read from here until the writes are done
+  // Set by its writer: each write's device and outcome; then `written`, after which
+  // reads go to the devices (the row stays listed until ApplyRowResultsLocked).
+  std::vector<std::pair<uint32_t, Status>> results;
+  std::atomic<bool> written{false};
+};
+
+struct ElasticArray::Segment {
+  raid_format::SegmentEntry entry;
+  bool open = false;
+  uint32_t frontier = 0;
+  std::vector<uint32_t> crc;                        // per written position
+  std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
+  std::vector<bool> is_summary;
+  uint32_t summaries = 0;  // true entries of is_summary (stats() asks every segment)
+  // Open segments only.
+  AlignedBuffer row_buf;          // the current row; zero beyond the frontier
+  uint32_t row = 0;               // which row row_buf holds
+  uint32_t row_synced = 0;        // positions of that row already on disk (via a flush)
+  uint32_t batch_pos = array_internal::kNoBatch;  // summary position of the open batch
+  std::vector<raid_format::SummaryEntry> batch;
+  std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush
+  // Full rows detached by Append whose writes are not known to be done (ApplyRowResultsLocked).
+  std::vector<std::shared_ptr<PendingRow>> in_flight;
+  // Conversion (Convert drops the lock between rows): one at a time per segment, and a
+  // count of allocations and frees so a converter sees that its segment went away.
+  bool converting = false;
+  uint64_t incarnation = 0;
+  // Recovery found the summary chain of this sealed segment broken before its journalled
+  // frontier (every copy of a summary damaged): the blocks after the break are unknown.
+  bool summaries_lost = false;
+
+  void Reset() {
+    frontier = 0;
+    summaries_lost = false;
+    crc.clear();
+    tags.clear();
+    is_summary.clear();
+    summaries = 0;
+    row_buf.clear();
+    row = row_synced = 0;
+    batch_pos = array_internal::kNoBatch;
+    batch.clear();
+    rows_to_unmirror.clear();
+  }
+};
+
+// Device access for the array: states, counters, and batches of operations submitted to
+// several devices at once. An I/O error fails the device (the array then persists it).
+class ElasticArray::Io {
+ public:
+  Io(std::vector<Backend*> devices, ArrayStats* stats, ChangeTracker* changes)
+      : devices_(std::move(devices)), stats_(stats), changes_(changes) {
+    stats_->devices.resize(devices_.size());
+  }
+  uint32_t count() const { return static_cast<uint32_t>(devices_.size()); }
+  Backend* device(uint32_t d) const { return devices_[d]; }
+  // A Flush() reads the device set without the array lock (FlushDevices), so a swap
+  // also takes this one.
+  void set_device(uint32_t d, Backend* b) {
+    std::lock_guard lock(device_set_mu_);
+    devices_[d] = b;
+  }
+  DeviceState state(uint32_t d) const { return stats_->devices[d].state; }
+  void set_state(uint32_t d, DeviceState s) { stats_->devices[d].state = s; }
+  bool writable(uint32_t d) const { return state(d) != DeviceState::kFailed; }
+  bool readable(uint32_t d, uint32_t segment) const {
+    return state(d) == DeviceState::kOk ||
+           (state(d) == DeviceState::kRebuilding && segment < rebuild_cursor_);
+  }
+  uint32_t failed_count() const {
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < count(); ++d) n += state(d) != DeviceState::kOk;
+    return n;
+  }
+  void set_rebuild_cursor(uint32_t c) { rebuild_cursor_ = c; }
+  bool take_failures_changed() { return std::exchange(failures_changed_, false); }
+
+  void Fail(uint32_t d) {
+    if (state(d) == DeviceState::kFailed) return;
+    set_state(d, DeviceState::kFailed);
+    failures_changed_ = true;
+  }
+  void Note(uint32_t d, const Status& s) {
+    if (s.code() == StatusCode::kIoError || s.code() == StatusCode::kAborted) {
+      ++stats_->devices[d].errors;
+      Fail(d);
+    }
+  }
+
+  bool ReadBlock(uint32_t d, uint32_t segment, uint64_t lba, std::span<std::byte> out) {
+    if (!readable(d, segment)) return false;
+    ++stats_->devices[d].reads;
+    Status s = devices_[d]->Read(Lba(lba), out);
+    Note(d, s);
+    return s.ok();
+  }
+
+  // Writes to devices that are down are skipped: the array goes on degraded.
+  // (Completions may run on another thread that polls the same device, a Flush() or a
+  // conversion holding the lock shared: the count is atomic.)
+  void Write(const std::vector<DeviceWrite>& writes) {
+    std::vector<Status> results(writes.size());
+    std::atomic<size_t> pending{0};
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const DeviceWrite& w = writes[i];
+      changes_->Mark(w.device, w.lba,
+                     BytesToBlocks(w.data.size()));  // also when skipped: a re-add owes it
+      if (!writable(w.device)) continue;
+      ++stats_->devices[w.device].writes;
+      pending.fetch_add(1, std::memory_order_relaxed);
+      devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, [&, i](Status s) {
+        changes_->Mark(writes[i].device, writes[i].lba, BytesToBlocks(writes[i].data.size()));
+        results[i] = std::move(s);
+        pending.fetch_sub(1, std::memory_order_release);
+      });
+    }
+    Drain(pending);
+    for (size_t i = 0; i < writes.size(); ++i) Note(writes[i].device, results[i]);
+  }
+
+  // Writes made outside Write() (a conversion's, under the shared lock), counted after.
+  void CountWrites(uint32_t d, uint64_t n) { stats_->devices[d].writes += n; }
+
+  void Trim(const std::vector<DeviceTrim>& trims) {
+    for (const DeviceTrim& t : trims) {
+      changes_->Mark(t.device, t.lba, t.count_blocks);
+      if (!writable(t.device)) continue;
+      ++stats_->devices[t.device].trims;
+      Note(t.device, devices_[t.device]->Trim(Lba(t.lba), t.count_blocks));
+      changes_->Mark(t.device, t.lba, t.count_blocks);
+    }
+  }
+
+  void FlashAllocAll(uint64_t lba, uint64_t count_blocks) {
+    for (uint32_t d = 0; d < count(); ++d) {
+      if (writable(d))
+        (void)devices_[d]->FlashAlloc(Lba(lba), count_blocks);  // a hint: unsupported is fine
+    }
+  }
+
+  // All devices at once: drives that flush in the background do it in parallel.
+  void FlushAll() {
+    std::vector<Status> results(count());
+    std::atomic<size_t> pending{0};
+    for (uint32_t d = 0; d < count(); ++d) {
+      if (!writable(d)) continue;
+      pending.fetch_add(1, std::memory_order_relaxed);
+      const uint64_t ticket = changes_->FlushBegin(d);
+      devices_[d]->SubmitFlush([&, d, ticket](Status s) {
+        changes_->FlushDone(d, ticket, s.ok());
+        results[d] = std::move(s);
+        pending.fetch_sub(1, std::memory_order_release);
+      });
+    }
+    Drain(pending);
+    for (uint32_t d = 0; d < count(); ++d) Note(d, results[d]);
+  }
+
+  // Flushes the given devices (null: skipped) without the array lock, beside threads
+  // that hold it and poll the same devices (and so may run this call's completions);
+  // device errors go to *errors. The device set cannot change meanwhile (set_device).
+  void FlushDevices(const std::vector<Backend*>& devices,
+                    std::vector<std::pair<uint32_t, Status>>* errors) {
+    std::shared_lock lock(device_set_mu_);
+    auto state = std::make_shared<SharedOps>(devices.size());
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+      if (devices[d] == nullptr) continue;
+      const uint64_t ticket = changes_->FlushBegin(d);
+      devices[d]->SubmitFlush([track = state->Track(d), changes = changes_, d, ticket](Status s) {
+        changes->FlushDone(d, ticket, s.ok());
+        track(std::move(s));
+      });
+    }
+    WaitShared(devices, state->pending);
+    for (uint32_t d = 0; d < devices.size(); ++d) {
+      if (!state->results[d].ok()) errors->emplace_back(d, state->results[d]);
+    }
+  }
+
+  // Writes submitted without the array lock (a detached row), beside threads that hold it
+  // and poll the same devices; each write's outcome goes to *results. Device counts are
+  // left to the caller (ApplyRowResultsLocked).
+  // `packed` (or null): the records of the blocks of `base` (a row buffer), block i's at
+  // packed's index i, for the writes whose data lies in `base`.
+  void WriteUnlocked(const std::vector<DeviceWrite>& writes,
+                     std::vector<std::pair<uint32_t, Status>>* results,
+                     const std::shared_ptr<const PackedBlocks>& packed = nullptr,
+                     std::span<const std::byte> base = {}) {
+    std::shared_lock lock(device_set_mu_);
+    auto state = std::make_shared<SharedOps>(writes.size());
+    std::vector<Backend*> used(count(), nullptr);
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const DeviceWrite& w = writes[i];
+      used[w.device] = devices_[w.device];
+      IoCallback done = [track = state->Track(i), changes = changes_, d = w.device, lba = w.lba,
+                         n = BytesToBlocks(w.data.size())](Status s) {
+        changes->Mark(d, lba, n);
+        track(std::move(s));
+      };
+      if (packed && array_internal::Inside(w.data, base)) {
+        const auto first = static_cast<uint32_t>(
+            BytesToBlocks(static_cast<uint64_t>(w.data.data() - base.data())));
+        devices_[w.device]->SubmitWritePacked(Lba(w.lba), w.data, packed, first, std::move(done));
+      } else {
+        devices_[w.device]->SubmitWrite(Lba(w.lba), w.data, std::move(done));
+      }
+    }
+    WaitShared(used, state->pending);
+    for (size_t i = 0; i < writes.size(); ++i)
+      results->emplace_back(writes[i].device, std::move(state->results[i]));
+  }
+
+  // The devices a flush goes to (FlushDevices): every writable one, null for the rest.
+  // Under the array lock, shared or not.
+  std::vector<Backend*> WritableDevices() const {
+    std::vector<Backend*> devices;
+    for (uint32_t d = 0; d < count(); ++d) devices.push_back(writable(d) ? devices_[d] : nullptr);
+    return devices;
+  }
+
+ private:
+  // Operations submitted without the array lock, whose completions may run on any thread
+  // that polls the same devices (so the state outlives the submitter if need be).
+  struct SharedOps : std::enable_shared_from_this<SharedOps> {
+    explicit SharedOps(size_t n) : results(n) {}
+    std::atomic<size_t> pending{0};
+    std::vector<Status> results;
+    // Counts operation i in; its completion stores its outcome and counts it out.
+    IoCallback Track(size_t i) {
+      pending.fetch_add(1, std::memory_order_relaxed);
+      return [self = shared_from_this(), i](Status s) {
+        self->results[i] = std::move(s);
+        self->pending.fetch_sub(1, std::memory_order_release);
+      };
+    }
+  };
+
+  // Polls `devices` (null: skipped) until `pending` is 0; another thread polling the same
+  // devices may run some of the completions.
+  static void WaitShared(const std::vector<Backend*>& devices, const std::atomic<size_t>& pending) {
+    while (pending.load(std::memory_order_acquire) > 0) {
+      bool polled = false;
+      for (Backend* b : devices) {
+        if (b != nullptr && b->in_flight() > 0 && pending.load(std::memory_order_acquire) > 0) {
+          b->Poll(true);
+          polled = true;
+        }
+      }
+      if (!polled) std::this_thread::yield();  // a completion running on another thread
+    }
+  }
+
+  void Drain(const std::atomic<size_t>& pending) {
+    auto left = [&] { return pending.load(std::memory_order_acquire) > 0; };
+    while (left()) {
+      for (Backend* b : devices_) {
+        if (b->in_flight() > 0) b->Poll(false);
+      }
+      if (left()) {
+        bool polled = false;
+        for (Backend* b : devices_) {
+          if (b->in_flight() > 0) {
+            b->Poll(true);
+            polled = true;
+            break;
+          }
+        }
+        if (!polled) std::this_thread::yield();  // a completion running on another thread
+      }
+    }
+  }
+
+  std::vector<Backend*> devices_;
+  std::shared_mutex device_set_mu_;
+  ArrayStats* stats_;
+  ChangeTracker* changes_;
+  uint32_t rebuild_cursor_ = 0;
+  bool failures_changed_ = false;
+};
+
+}  // namespace eraid

@@ -1,0 +1,245 @@
+// A failed device: failing it, rebuilding onto a new one (Replace) or onto the same
+// one back after an outage (ReAdd), and scrubbing every segment's redundancy.
+#include "raid/array_internal.h"
+
+#include <chrono>
+#include <optional>
+
+namespace eraid {
+
+using namespace raid_format;  // NOLINT: this file implements that format
+
+// ---------------------------------------------------------------- failure and rebuild
+
+Status ElasticArray::FailDevice(uint32_t device) {
+  std::lock_guard lock(mu_);
+  if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+  io_->Fail(device);
+  io_->take_failures_changed();
+  return WriteSuperblocksLocked();
+}
+
+Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec,
+                             const std::function<void(const RebuildProgress&)>& progress) {
+  {
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, fresh));
+    ERAID_RETURN_IF_ERROR(
+        fresh->Trim(Lba(0), geometry_.device_blocks_needed()).WithContext("replace: trim"));
+  }
+  return Rebuild(device, fresh, nullptr, rate_bytes_per_sec, progress, nullptr);
+}
+
+Result<ReAddReport> ElasticArray::ReAdd(
+    uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec,
+    const std::function<void(const RebuildProgress&)>& progress) {
+  std::vector<bool> owed;
+  {
+    std::lock_guard lock(mu_);
+    if (device >= io_->count())
+      return Status::InvalidArgument("no device " + std::to_string(device));
+    if (io_->state(device) != DeviceState::kFailed) {
+      return Status::InvalidArgument("device " + std::to_string(device) +
+                                     " is not failed: nothing to re-add");
+    }
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, returning));
+    if (!changes_->valid(device)) {
+      return Status::InvalidArgument(
+          "device " + std::to_string(device) +
+          " failed before the array was opened: what it lacks is not known; "
+          "bring it back with replace (a full rebuild)");
+    }
+    // Who it is: this array's device `device`, and not an image older than the drive that
+    // last joined in that place (a drive replaced since, coming back, would lack all the
+    // replacement received).
+    std::optional<Superblock> sb;
+    std::vector<std::byte> block(kBlockSize);
+    for (uint64_t slot = 0; slot < 2; ++slot) {
+      if (!returning->Read(Lba(slot), block).ok()) continue;
+      auto d = DecodeSuperblock(block);
+      if (d.ok() && (!sb || d->generation > sb->generation)) sb = *d;
+    }
+    const std::string who = "the drive offered as device " + std::to_string(device);
+    if (!sb) return Status::InvalidArgument(who + " holds no array superblock: use replace");
+    if (sb->array_id != array_id_)
+      return Status::InvalidArgument(who + " belongs to another array: use replace");
+    if (sb->device_index != device) {
+      return Status::InvalidArgument(who + " is device " + std::to_string(sb->device_index) +
+                                     " of this array: use replace");
+    }
+    if (sb->generation < joined_generation_[device] || sb->generation > super_generation_) {
+      return Status::InvalidArgument(
+          who + " has superblock generation " + std::to_string(sb->generation) +
+          ", not one of the drive that left (" + std::to_string(joined_generation_[device]) + ".." +
+          std::to_string(super_generation_) + "): use replace");
+    }
+    owed = changes_->Missing(device);
+  }
+  ReAddReport report;
+  ERAID_RETURN_IF_ERROR(Rebuild(device, returning, &owed, rate_bytes_per_sec, progress, &report));
+  return report;
+}
+
+Status ElasticArray::CheckRebuildLocked(uint32_t device, Backend* target) const {
+  if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
+  if (target->capacity_blocks() < geometry_.device_blocks_needed()) {
+    return Status::InvalidArgument("the new drive is smaller than the array's devices");
+  }
+  for (uint32_t d = 0; d < io_->count(); ++d) {
+    if (d != device && io_->state(d) != DeviceState::kOk) {
+      return Status::Busy("device " + std::to_string(d) + " is not healthy; one rebuild at a time");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only,
+                             uint64_t rate_bytes_per_sec,
+                             const std::function<void(const RebuildProgress&)>& progress,
+                             ReAddReport* report) {
+  RebuildProgress prog;
+  uint64_t start_ns = clock_.NowNanos();
+  {
+    std::lock_guard lock(mu_);
+    ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, target));
+    io_->set_device(device, target);
+    io_->set_state(device, DeviceState::kRebuilding);
+    io_->set_rebuild_cursor(0);
+    // From here every write reaches the device (it is writable while rebuilding), and
+    // what it lacked before is rebuilt below: its marks start afresh.
+    changes_->Restart(device);
+    ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+    ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
+    prog.segments_total = geometry_.segments;
+  }
+  const uint64_t rb = geometry_.row_blocks();
+  AlignedBuffer zeros;  // a re-add's count of what a full rebuild would have written
+  for (uint32_t i = 0; i < geometry_.segments; ++i) {
+    const bool owed = only == nullptr || (*only)[i];
+    {
+      std::lock_guard lock(mu_);  // segment by segment: user I/O interleaves between them
+      // Rows detached while the device was failed skip it; their blocks are rebuilt here
+      // from the others, once written there.
+      if (!segments_[i]->in_flight.empty()) {
+        DrainRows();
+        ApplyRowResultsLocked();
+      }
+      if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("rebuild failed");
+      Segment& seg = *segments_[i];
+      const SegmentId s(i);
+      const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
+      if (report != nullptr && seg.entry.scheme != SegmentScheme::kFree) {
+        if (zeros.size() == 0) zeros = AlignedBuffer(BlocksToBytes(rb));
+        AlignedBuffer scratch;
+        for (uint32_t r = 0; r < done_rows; ++r) {
+          std::vector<DeviceWrite> writes;
+          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, zeros, true, &scratch, &writes);
+          for (const auto& w : writes)
+            report->total_bytes += w.device == device ? w.data.size() : 0;
+        }
+        report->segments_total += 1;
+      }
+      if (owed && only != nullptr) {
+        // What the returning drive holds of this segment is stale or torn: gone first.
+        Status st = target->Trim(Lba(geometry_.SegmentStart(s)), geometry_.segment_span_blocks());
+        io_->Note(device, st);
+        if (!st.ok()) return Status::Aborted("rebuild failed: " + st.ToString());
+      }
+      if (owed && seg.entry.scheme != SegmentScheme::kFree) {
+        io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
+        AlignedBuffer row(BlocksToBytes(rb)), scratch;
+        for (uint32_t r = 0; r < done_rows; ++r) {
+          if (ReadRowLocked(s, r, &row, ReadMode::kNoRepair) > 0) {
+            return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " +
+                                    std::to_string(r) + " cannot be reconstructed");
+          }
+          std::vector<DeviceWrite> writes, mine;
+          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch, &writes);
+          for (const auto& w : writes) {
+            if (w.device == device) mine.push_back(w);
+          }
+          io_->Write(mine);
+          for (const auto& w : mine) prog.bytes_written += w.data.size();
+        }
+        if (seg.open && seg.row_synced > 0) {  // the flushed part of the open row, both copies
+          const uint64_t row_start = uint64_t{seg.row} * rb;
+          std::vector<DeviceWrite> mine;
+          for (uint64_t pos = row_start; pos < row_start + seg.row_synced; ++pos) {
+            std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start),
+                                            kBlockSize);
+            for (Place p : {geometry_.Primary(s, pos), geometry_.Mirror(s, pos)}) {
+              if (p.device == device) mine.push_back({p.device, p.lba, data});
+            }
+          }
+          io_->Write(mine);
+          for (const auto& w : mine) prog.bytes_written += w.data.size();
+        }
+        if (report != nullptr) report->segments_resynced += 1;
+      }
+      io_->set_rebuild_cursor(i + 1);
+      prog.segments_done = i + 1;
+      if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+    }
+    if (progress && (owed || i + 1 == geometry_.segments)) progress(prog);
+    if (rate_bytes_per_sec > 0) {
+      uint64_t due_ns = start_ns + prog.bytes_written * 1'000'000'000ull / rate_bytes_per_sec;
+      uint64_t now = clock_.NowNanos();
+      if (due_ns > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due_ns - now));
+    }
+  }
+  std::lock_guard lock(mu_);
+  FlushDevicesLocked();
+  if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("rebuild failed");
+  io_->set_state(device, DeviceState::kOk);
+  ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  joined_generation_[device] = super_generation_;
+  if (report != nullptr) report->resynced_bytes = prog.bytes_written;
+  return Status::Ok();
+}
+
+Result<ScrubReport> ElasticArray::Scrub() {
+  std::lock_guard lock(mu_);
+  DrainRows();  // rows still on their way would read as mismatches
+  ApplyRowResultsLocked();
+  ScrubReport report;
+  const ArrayStats before = stats_;
+  const uint64_t rb = geometry_.row_blocks();
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& seg = *segments_[i];
+    if (seg.entry.scheme == SegmentScheme::kFree || seg.open) continue;
+    const SegmentId s(i);
+    ++report.segments;
+    const Scheme& scheme = SchemeFor(seg.entry.scheme);
+    const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+    AlignedBuffer row(BlocksToBytes(rb)), scratch;
+    for (uint32_t r = 0; r < rows; ++r) {
+      report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
+      if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0)
+        continue;  // counted as unrepairable below
+      BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
+        return io_->ReadBlock(d, s.value, lba, b);
+      };
+      if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
+        ++(scheme.has_parity() ? report.parity_mismatches
+                                                     : report.mirror_mismatches);
+        if (report.findings.size() < 16) {
+          report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) +
+                                    ": " + SchemeName(seg.entry.scheme) +
+                                    " redundancy disagrees with the data");
+        }
+        std::vector<DeviceWrite> writes;
+        scheme.RowWrites(geometry_, s, r, row, false, &scratch, &writes);
+        io_->Write(writes);
+        ++report.repaired;
+      }
+    }
+  }
+  FlushDevicesLocked();
+  report.crc_mismatches = stats_.crc_mismatches - before.crc_mismatches;
+  report.repaired += stats_.repairs - before.repairs;
+  report.unrepairable = stats_.data_loss - before.data_loss;
+  if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
+  return report;
+}
+
+}  // namespace eraid
