@@ -1,5 +1,5 @@
-#include "compress/nbd_backend.h"
-
+// A Backend over libnbd: asynchronous requests on one connection driven by a poller
+// thread, deadlines, failure. Synchronous reads on lanes of their own: nbd_lanes.cc.
 #include <fcntl.h>
 #include <libnbd.h>
 #include <poll.h>
@@ -15,62 +15,11 @@
 #include <vector>
 
 #include "common/thread_priority.h"
+#include "compress/nbd_internal.h"
 
 namespace eraid {
 
-namespace {
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-std::string LastError(const char* what) {
-  const char* e = nbd_get_error();
-  return std::string(what) + ": " + (e ? e : "unknown libnbd error");
-}
-constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
-
-}  // namespace
-
-struct NbdBackend::Request {
-  uint64_t id = 0;
-  Kind kind = Kind::kRead;
-  uint64_t offset = 0, length = 0;
-  // Write data, or where a read lands: the request's own, so that a request given up on
-  // at a deadline, which libnbd may still be sending or receiving, never touches the
-  // caller's memory.
-  std::unique_ptr<std::byte[]> buf;
-  std::byte* out = nullptr;  // reads: the caller's buffer, filled when the read completes
-  IoCallback done;
-  uint64_t start_ns = 0;
-  // Synchronous requests (Read, ReadBytes) are waited for on their own flag, not queued:
-  // a completion wakes its one waiter, not every reader.
-  bool sync = false;
-  // The poller's own flush for the lanes (MaybeLaneFlush): nobody waits for it.
-  bool internal = false;
-  std::atomic<bool> finished{false};
-  Status status;
-  // Writes and trims: their entry in dirty_. Flushes: the completion seq they cover.
-  std::multimap<uint64_t, Dirty>::iterator dirty;
-  bool has_dirty = false;
-  uint64_t flush_covers = 0;
-  // Completed through the completion queue (Poll), and counted in async_pending_.
-  bool queued() const { return !sync && !internal; }
-};
-
-// A read lane: a connection of its own, driven by the one thread that took it.
-struct NbdBackend::Lane {
-  nbd_handle* h = nullptr;
-  int fd = -1;
-};
-
-// libnbd's user_data for one command: keeps the request (and its buffer) alive until
-// libnbd calls free, which it does exactly once, after the last callback.
-struct NbdBackend::Token {
-  NbdBackend* self;
-  uint64_t id;
-  std::shared_ptr<Request> keep;
-};
+using namespace nbd_internal;
 
 bool NbdBackend::IsUri(const std::string& path) {
   for (const char* p :
@@ -105,6 +54,7 @@ std::string NbdBackend::Redact(const std::string& uri) {
   return base + kept;
 }
 
+namespace nbd_internal {
 namespace {
 struct Closer {
   nbd_handle* h;
@@ -113,10 +63,9 @@ struct Closer {
   }
 };
 
-// A connected handle, within the deadline; the caller closes it. *timed_out (if given)
-// tells a server that did not answer in time from one that refused.
-Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms,
-                            bool* timed_out = nullptr) {
+}  // namespace
+
+Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* timed_out) {
   const std::string shown = NbdBackend::Redact(uri);
   nbd_handle* h = nbd_create();
   if (h == nullptr) return Status::IoError(LastError("nbd_create"));
@@ -144,7 +93,7 @@ Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms,
   closer.h = nullptr;
   return h;
 }
-}  // namespace
+}  // namespace nbd_internal
 
 Result<std::unique_ptr<NbdBackend>> NbdBackend::Open(const std::string& uri,
                                                      const NbdBackendOptions& options) {
@@ -565,33 +514,6 @@ size_t NbdBackend::in_flight() const {
   return completions_.size() + async_pending_;
 }
 
-Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
-  if (out.empty() || offset_bytes + out.size() > BlocksToBytes(capacity_blocks_) ||
-      offset_bytes + out.size() < offset_bytes) {
-    return Status::InvalidArgument("read of " + std::to_string(out.size()) + " bytes at " +
-                                   std::to_string(offset_bytes) + " is outside " + name());
-  }
-  if (lanes_ok_.load(std::memory_order_relaxed)) {
-    if (std::optional<Status> s = ReadOnLane(offset_bytes, out)) return *std::move(s);
-  }
-  auto r = std::make_shared<Request>();
-  r->sync = true;
-  r->kind = Kind::kRead;
-  r->offset = offset_bytes;
-  r->length = out.size();
-  r->buf = std::make_unique_for_overwrite<std::byte[]>(r->length);
-  r->out = out.data();
-  Issue(r);
-  while (!r->finished.load(std::memory_order_acquire))
-    r->finished.wait(false, std::memory_order_acquire);
-  return r->status;
-}
-
-Status NbdBackend::Read(Lba lba, std::span<std::byte> buf) {
-  ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
-  return ReadBytes(BlocksToBytes(lba.value), buf);
-}
-
 NbdLinkStats NbdBackend::link_stats() const {
   NbdLinkStats s;
   s.uri = Redact(uri_);
@@ -618,154 +540,6 @@ NbdLinkStats NbdBackend::link_stats() const {
   s.lane_reads = lane_reads_;
   s.lanes = lanes_open_.load(std::memory_order_relaxed);
   return s;
-}
-
-void NbdBackend::MaybeLaneFlush() {
-  auto r = std::make_shared<Request>();
-  {
-    std::lock_guard lock(mu_);
-    if (lanes_open_.load(std::memory_order_relaxed) == 0 || lane_flush_in_flight_ || failed() ||
-        completed_writes_ <= flushed_writes_ ||
-        NowNs() - oldest_unflushed_ns_ < kLaneFlushMs * 1000000ull ||
-        pending_.size() >= options_.queue_depth) {
-      return;
-    }
-    r->kind = Kind::kFlush;
-    r->internal = true;
-    r->id = next_id_++;
-    r->start_ns = NowNs();
-    pending_.emplace(r->id, r);
-    RegisterLocked(*r);
-    lane_flush_in_flight_ = true;
-  }
-  Send(r);
-}
-
-bool NbdBackend::OverlapsDirtyLocked(uint64_t offset, uint64_t length) const {
-  // Entries start at most dirty_max_length_ before the read and end after its start.
-  auto it = dirty_.lower_bound(offset >= dirty_max_length_ ? offset - dirty_max_length_ : 0);
-  for (; it != dirty_.end() && it->first < offset + length; ++it) {
-    if (it->second.end > offset) return true;
-  }
-  return false;
-}
-
-NbdBackend::Lane* NbdBackend::TakeLane() {
-  {
-    std::lock_guard lock(lanes_mu_);
-    if (!idle_lanes_.empty()) {
-      Lane* lane = idle_lanes_.back();
-      idle_lanes_.pop_back();
-      return lane;
-    }
-    if (lanes_.size() + lanes_connecting_ >= kMaxLanes) return nullptr;
-    ++lanes_connecting_;
-  }
-  // A new connection, within the deadline. A host that does not answer in time is one
-  // that would not answer the read either: the backend fails. One that answers but will
-  // not take another connection (or not the same export) only closes the lanes.
-  auto lane = std::make_unique<Lane>();
-  bool refused = false;
-  bool timed_out = false;
-  Result<nbd_handle*> h = Connect(uri_, timeout_ms(), &timed_out);
-  if (!h.ok()) {
-    if (timed_out) {
-      Fail(h.status().message());
-    } else {
-      refused = true;
-    }
-  } else {
-    lane->h = *h;
-    lane->fd = nbd_aio_get_fd(lane->h);
-    if (nbd_get_size(lane->h) != static_cast<int64_t>(BlocksToBytes(capacity_blocks_)) ||
-        nbd_can_multi_conn(lane->h) != 1) {
-      nbd_close(lane->h);
-      lane->h = nullptr;
-      refused = true;
-    }
-  }
-  std::lock_guard lock(lanes_mu_);
-  --lanes_connecting_;
-  if (lane->h == nullptr) {
-    if (refused) lanes_ok_.store(false, std::memory_order_relaxed);
-    return nullptr;
-  }
-  lanes_.push_back(std::move(lane));
-  lanes_open_.store(static_cast<uint32_t>(lanes_.size()), std::memory_order_relaxed);
-  return lanes_.back().get();
-}
-
-void NbdBackend::GiveLane(Lane* lane, bool broken) {
-  std::lock_guard lock(lanes_mu_);
-  if (!broken) {
-    idle_lanes_.push_back(lane);
-    return;
-  }
-  // Closed at once: libnbd then holds no pointer into the reader's buffer.
-  nbd_close(lane->h);
-  std::erase_if(lanes_, [&](const auto& l) { return l.get() == lane; });
-  lanes_open_.store(static_cast<uint32_t>(lanes_.size()), std::memory_order_relaxed);
-}
-
-std::optional<Status> NbdBackend::ReadOnLane(uint64_t offset, std::span<std::byte> out) {
-  {
-    std::lock_guard lock(mu_);
-    if (failed() || OverlapsDirtyLocked(offset, out.size())) return std::nullopt;
-  }
-  Lane* lane = TakeLane();
-  if (lane == nullptr) {
-    if (failed()) return Status::IoError(name() + " has failed: " + link_stats().error);
-    return std::nullopt;
-  }
-  const uint64_t start = NowNs();
-  auto fail = [&](const std::string& why) {  // the first failure's reason is the one kept
-    GiveLane(lane, /*broken=*/true);
-    Fail(why);
-    std::lock_guard lock(mu_);
-    return Status::IoError(name() + " has failed: " + error_);
-  };
-  // Into the caller's buffer: if the read is given up on, the lane is closed first.
-  const int64_t cookie =
-      nbd_aio_pread(lane->h, out.data(), out.size(), offset, NBD_NULL_COMPLETION, 0);
-  if (cookie == -1) return fail(LastError("connection lost"));
-  for (;;) {
-    const int done = nbd_aio_command_completed(lane->h, cookie);
-    if (done == 1) break;
-    if (done == -1) {
-      const int err = nbd_get_errno();
-      return fail(std::string(std::strerror(err != 0 ? err : EIO)) + " (offset " +
-                  std::to_string(offset) + ")");
-    }
-    // The main connection (or another lane) failed it meanwhile: Fail keeps that reason.
-    if (failed()) return fail("");
-    const uint32_t limit_ms = timeout_ms();
-    const uint64_t now = NowNs(), due = start + limit_ms * 1000000ull;
-    if (now >= due) {
-      {
-        std::lock_guard lock(mu_);
-        ++timeouts_;
-      }
-      return fail("a request got no answer within " + std::to_string(limit_ms) + " ms");
-    }
-    const unsigned dir = nbd_aio_get_direction(lane->h);
-    pollfd p{lane->fd, 0, 0};
-    if (dir & LIBNBD_AIO_DIRECTION_READ) p.events |= POLLIN;
-    if (dir & LIBNBD_AIO_DIRECTION_WRITE) p.events |= POLLOUT;
-    const int n =
-        ::poll(&p, 1, static_cast<int>(std::min<uint64_t>((due - now) / 1000000 + 1, 100)));
-    if (n < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
-    int rc = 0;
-    if (p.revents & (POLLIN | POLLHUP | POLLERR))
-      rc = nbd_aio_notify_read(lane->h);
-    else if (p.revents & POLLOUT)
-      rc = nbd_aio_notify_write(lane->h);
-    if (rc == -1) return fail(LastError("connection lost"));
-  }
-  GiveLane(lane, /*broken=*/false);
-  std::lock_guard lock(mu_);
-  RecordLatencyLocked(NowNs() - start);
-  ++lane_reads_;
-  return Status::Ok();
 }
 
 }  // namespace eraid
