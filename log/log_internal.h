@@ -1,0 +1,122 @@
+// The log engine's private parts, shared by its source files (log_engine.cc, log_gc.cc,
+// log_recovery.cc): the map entry's packing and a segment's state.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <algorithm>
+#include <span>
+
+#include "common/types.h"
+#include "log/log_engine.h"
+
+namespace eraid {
+namespace log_internal {
+
+// A map entry: (segment index + 1, slot), 0 for unmapped.
+constexpr uint32_t kSlotBits = 24;
+constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
+inline uint64_t Pack(uint32_t index, uint32_t slot) {
+  return (uint64_t{index} + 1) << kSlotBits | slot;
+}
+constexpr uint32_t kGcPrefetch = 8;  // slots ahead (see CollectGarbage)
+// A map entry with this bit set: the LBA is trimmed, by the trim record in that slot.
+constexpr uint64_t kTrimmed = 1ull << 63;
+inline uint32_t IndexOf(uint64_t e) {
+  return static_cast<uint32_t>(((e & ~kTrimmed) >> kSlotBits) - 1);
+}
+inline uint32_t SlotOf(uint64_t e) { return static_cast<uint32_t>(e & kSlotMask); }
+inline bool IsData(uint64_t e) { return e != 0 && (e & kTrimmed) == 0; }
+inline const std::vector<std::byte>& ZeroBlock() {
+  static const std::vector<std::byte> zeros(kBlockSize);
+  return zeros;
+}
+
+}  // namespace log_internal
+
+struct LogEngine::Segment {
+  uint64_t id;      // creation order
+  uint64_t handle;  // the store's
+  uint32_t cls;
+  bool sealed = false;
+  uint64_t created_time;     // user time when opened
+  uint64_t modified_us = 0;  // timestamp of the last append
+  uint32_t n_invalid = 0;
+  std::vector<Slot> slots;
+  std::vector<uint32_t> positions;  // store positions, when they differ from slots
+};
+
+// The per-block steps, inlined into the files that run them (log_engine.cc, log_gc.cc).
+// ---------------------------------------------------------------------------------
+
+inline PlacementContext LogEngine::Context() const {
+  return {now_, timestamp_us_, n_blocks_ - n_invalid_sealed_, options_.segment_blocks};
+}
+
+// What collecting a sealed segment gives back, as a share of a segment: its invalid
+// blocks, and the room it was sealed without filling (a segment sealed part-full by a
+// restart holds nothing but that room). A full segment's is its garbage proportion.
+inline double LogEngine::Reclaimable(const Segment& seg) const {
+  const double size = std::max<double>(options_.segment_blocks, double(seg.slots.size()));
+  return (double(seg.n_invalid) + size - double(seg.slots.size())) / size;
+}
+
+// Replay's Invalidate: on a counting store no LBA is ever trimmed by a record (a trim only
+// invalidates) and no store is told.
+[[gnu::always_inline]] inline void LogEngine::InvalidateMapped(uint64_t lba) {
+  if (lba >= map_.size() || map_[lba] == 0) return;
+  Segment& seg = *segments_[log_internal::IndexOf(map_[lba])];
+  ++seg.n_invalid;
+  if (seg.sealed) ++n_invalid_sealed_;
+  map_[lba] = 0;
+  --stats_.valid_blocks;
+}
+
+// Inlined: it runs once per block (on a counting store, one comparison).
+[[gnu::always_inline]] inline Status LogEngine::SealIfFull(uint32_t index) {
+  Segment& seg = *segments_[index];
+  const auto blocks = static_cast<uint32_t>(seg.slots.size());
+  if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks))
+    return Status::Ok();
+  return SealSegment(seg.cls);
+}
+
+// Inlined into Write and CopySlot: it runs once per block.
+[[gnu::always_inline]] inline Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba,
+                                                            uint64_t user_time,
+                                                            std::span<const std::byte> data) {
+  uint64_t entry;
+  if (counting_ &&
+      open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
+    const uint32_t index = open_[cls];
+    Segment& seg = *segments_[index];
+    entry = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
+    seg.slots.push_back({lba, user_time});
+    seg.modified_us = timestamp_us_;
+  } else {
+    ERAID_ASSIGN_OR_RETURN(entry, AppendSlot(cls, lba, user_time, data));
+  }
+  Grow(lba + 1);
+  map_[lba] = entry;
+  if (has_data_) ++copies_[lba];
+  ++stats_.valid_blocks;
+  if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
+  return SealIfFull(log_internal::IndexOf(entry));
+}
+
+// Replay's AppendBlock: the slot goes to the class's open segment and the map, nothing
+// to a store; a full segment is sealed.
+[[gnu::always_inline]] inline Status LogEngine::AppendReplayed(uint32_t cls, Slot slot) {
+  if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
+  const uint32_t index = open_[cls];
+  Segment& seg = *segments_[index];
+  Grow(slot.lba + 1);
+  map_[slot.lba] = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
+  seg.slots.push_back(slot);
+  seg.modified_us = timestamp_us_;
+  ++stats_.valid_blocks;
+  return seg.slots.size() < counting_->segment_blocks() ? Status::Ok() : SealSegment(seg.cls);
+}
+
+}  // namespace eraid

@@ -1,0 +1,176 @@
+// Rebuilding the log engine's state after a restart (segments adopted from the store),
+// and its invariants, checked.
+#include "log/log_internal.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace eraid {
+
+using namespace log_internal;  // NOLINT: the engine's own helpers
+
+void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<RecoveredBlock> blocks) {
+  auto seg = std::make_unique<Segment>();
+  seg->id = next_id_++;
+  seg->handle = handle;
+  seg->cls = std::min(cls, placement_.classes() - 1);
+  seg->sealed = true;
+  seg->created_time = UINT64_MAX;
+  for (const RecoveredBlock& b : blocks) {
+    seg->slots.push_back({b.lba, b.user_time});
+    seg->positions.push_back(b.position);
+    seg->created_time = std::min(seg->created_time, b.user_time);
+    now_ = std::max(now_, b.user_time);
+  }
+  if (seg->created_time == UINT64_MAX) seg->created_time = 0;
+  seg->n_invalid = static_cast<uint32_t>(seg->slots.size());  // until FinishRecovery maps them
+  const auto index = static_cast<uint32_t>(segments_.size());
+  segments_.push_back(std::move(seg));
+  (void)index;
+  ++hash_size_;
+  ++stats_.live_segments;
+}
+
+Status LogEngine::FinishRecovery() {
+  // Newest copy of each LBA wins; a trim record counts as a copy of every LBA of its range.
+  std::vector<uint64_t> best_time;
+  auto offer = [&](uint64_t lba, uint64_t entry, uint64_t user_time) {
+    if (lba >= map_.size()) Grow(lba + 1);
+    if (best_time.size() < map_.size()) best_time.resize(map_.size(), 0);
+    if (map_[lba] == 0 || user_time > best_time[lba]) {
+      map_[lba] = entry;
+      best_time[lba] = user_time;
+    }
+  };
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment* seg = segments_[i].get();
+    if (!seg || !seg->sealed) continue;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      const Slot& s = seg->slots[slot];
+      if (IsTrimTag(s.lba)) {
+        const uint64_t first = TrimFirst(s.lba), end = first + TrimBlocks(s.lba);
+        for (uint64_t l = first; l < end; ++l) offer(l, Pack(i, slot) | kTrimmed, s.user_time);
+      } else {
+        offer(s.lba, Pack(i, slot), s.user_time);
+        if (has_data_) ++copies_[s.lba];
+      }
+    }
+  }
+  // A trimmed LBA with no copy left needs no record; the others hold theirs live.
+  trim_refs_.clear();
+  for (uint64_t l = 0; l < map_.size(); ++l) {
+    if (!(map_[l] & kTrimmed)) continue;
+    if (!has_data_ || copies_[l] == 0) {
+      map_[l] = 0;
+    } else {
+      ++trim_refs_[map_[l] & ~kTrimmed];
+    }
+  }
+  stats_.live_trim_records = trim_refs_.size();
+  n_blocks_ = n_invalid_sealed_ = 0;
+  stats_.valid_blocks = 0;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment* seg = segments_[i].get();
+    if (!seg) continue;
+    uint32_t live = 0;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      const uint64_t lba = seg->slots[slot].lba;
+      if (IsTrimTag(lba)) {
+        live += trim_refs_.count(Pack(i, slot)) != 0;
+      } else if (map_[lba] == Pack(i, slot)) {
+        ++live;
+        ++stats_.valid_blocks;
+        if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
+      }
+    }
+    seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
+    n_blocks_ += seg->slots.size();
+    if (seg->sealed) n_invalid_sealed_ += seg->n_invalid;
+  }
+  return CheckInvariants();
+}
+
+int LogEngine::ClassOf(uint64_t lba) const {
+  if (lba >= map_.size() || !IsData(map_[lba])) return -1;
+  return static_cast<int>(segments_[IndexOf(map_[lba])]->cls);
+}
+
+Status LogEngine::CheckInvariants() const {
+  uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
+  std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
+  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+    const uint64_t e = map_[lba];
+    if (e == 0) continue;
+    const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
+    if (!seg || SlotOf(e) >= seg->slots.size())
+      return Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
+    const uint64_t tag = seg->slots[SlotOf(e)].lba;
+    if (e & kTrimmed) {
+      if (!IsTrimTag(tag) || lba < TrimFirst(tag) || lba >= TrimFirst(tag) + TrimBlocks(tag)) {
+        return Status::Corruption("lba " + std::to_string(lba) +
+                                  " is trimmed by a slot whose range lacks it");
+      }
+      if (has_data_ && copies_[lba] == 0) {
+        return Status::Corruption("lba " + std::to_string(lba) +
+                                  " keeps a trim record but has no copy to hide");
+      }
+      ++refs[e & ~kTrimmed];
+    } else if (tag != lba) {
+      return Status::Corruption("lba " + std::to_string(lba) +
+                                " maps to a slot holding another block");
+    }
+  }
+  if (refs.size() != trim_refs_.size())
+    return Status::Corruption("live trim record count mismatch");
+  for (const auto& [entry, n] : refs) {
+    auto it = trim_refs_.find(entry);
+    if (it == trim_refs_.end() || it->second != n)
+      return Status::Corruption("trim record reference count mismatch");
+  }
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment* seg = segments_[i].get();
+    if (!seg) continue;
+    uint32_t live = 0;
+    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+      const uint64_t lba = seg->slots[slot].lba;
+      if (IsTrimTag(lba)) {
+        live += trim_refs_.count(Pack(i, slot)) != 0;
+      } else if (lba < map_.size() && map_[lba] == Pack(i, slot)) {
+        ++live;
+        ++valid;
+      }
+    }
+    if (seg->n_invalid != seg->slots.size() - live) {
+      return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " +
+                                std::to_string(seg->n_invalid) + " but " +
+                                std::to_string(seg->slots.size() - live) + " slots unmapped");
+    }
+    blocks += seg->slots.size();
+    if (seg->sealed) invalid_sealed += seg->n_invalid;
+  }
+  if (blocks != n_blocks_)
+    return Status::Corruption("n_blocks " + std::to_string(n_blocks_) +
+                              " != " + std::to_string(blocks));
+  if (invalid_sealed != n_invalid_sealed_) return Status::Corruption("n_invalid_sealed mismatch");
+  if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
+  if (trim_refs_.size() != stats_.live_trim_records)
+    return Status::Corruption("live trim record stat mismatch");
+  if (options_.extent_shift) {
+    std::vector<uint64_t> per(extents_.size());
+    for (uint64_t lba = 0; lba < map_.size(); ++lba) {
+      if (IsData(map_[lba])) {
+        const uint64_t e = lba >> options_.extent_shift;
+        if (e >= per.size())
+          return Status::Corruption("an extent with valid blocks has no counters");
+        ++per[e];
+      }
+    }
+    for (size_t e = 0; e < per.size(); ++e) {
+      if (per[e] != extents_[e].valid_blocks)
+        return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace eraid
