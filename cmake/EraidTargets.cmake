@@ -35,6 +35,11 @@ if(NOT ERAID_SANITIZE STREQUAL "")
   add_compile_options(-g1)
 endif()
 
+# Invariant checks (common/check.h): Debug and sanitizer builds, or ERAID_CHECKS=ON.
+if(ERAID_CHECKS OR NOT ERAID_SANITIZE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug")
+  add_compile_definitions(ERAID_CHECKS)
+endif()
+
 # nbdkit is not built with sanitizers: to load a sanitized plugin, the tests that start it
 # preload the runtime into it (tools/serve.cc reads ERAID_NBDKIT_PRELOAD).
 set(ERAID_NBDKIT_PRELOAD "")

@@ -1,11 +1,10 @@
 // The drive's write cache: writes acknowledged from RAM and compressed and stored by a
 // worker (DriveOptions::cache_blocks), as a drive's DRAM buffer with power-loss
 // protection would.
-#include "compress/drive_internal.h"
-
 #include <cstring>
 
 #include "common/thread_priority.h"
+#include "compress/drive_internal.h"
 
 namespace eraid {
 

@@ -1,11 +1,10 @@
 // Device GC: erase units of garbage only are erased (by the eraser thread, after the
 // writes that superseded their records are durable); others are collected by
 // relocating their live records.
-#include "compress/drive_internal.h"
-
 #include <algorithm>
 
 #include "common/thread_priority.h"
+#include "compress/drive_internal.h"
 
 namespace eraid {
 

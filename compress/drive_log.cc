@@ -1,12 +1,12 @@
 // The flash log of the drive: the map, append streams and their erase units, page
 // writes, flushes and checkpoints.
-#include "compress/drive_internal.h"
-
 #include <algorithm>
 #include <cstring>
 
+#include "common/check.h"
 #include "common/crc32c.h"
 #include "common/encoding.h"
+#include "compress/drive_internal.h"
 
 namespace eraid {
 
@@ -20,6 +20,7 @@ void CompressedDrive::UnmapLocked(uint64_t lba, uint64_t by_seq) {
   map_[lba] = kUnmapped;
   if (loc == kUnmapped || loc == kLostBlock) return;
   Eu& eu = eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_];
+  ERAID_CHECK(eu.live_bytes >= LocLength(loc));  // invariant 4: live bytes are the mapped ones
   eu.live_bytes -= LocLength(loc);
   eu.max_superseded_by = std::max(eu.max_superseded_by, by_seq);
   stats_.live_bytes -= LocLength(loc);
@@ -239,7 +240,10 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
     }
   }
   Stream& s = streams_[stream];
+  ERAID_CHECK(s.eu >= 0);
   Eu& eu = eus_[static_cast<size_t>(s.eu)];
+  ERAID_CHECK(eu.state == Eu::State::kOpen && eu.stream == stream &&
+              eu.write_ptr + len <= eu_bytes_);
   std::byte* dst = s.buf.data() + eu.write_ptr;
   std::span<const std::byte> body(payload, h->payload_bytes);
   if (!body.empty()) std::memcpy(dst + kRecordHeaderBytes, payload, body.size());

@@ -1,13 +1,12 @@
 // Opening a drive: the newest checkpoint, then every record written after it. And the
 // drive's invariants, checked (CheckInvariants).
-#include "compress/drive_internal.h"
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
 #include "common/crc32c.h"
 #include "common/encoding.h"
+#include "compress/drive_internal.h"
 
 namespace eraid {
 

@@ -28,8 +28,7 @@ constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 
 // A connected handle, within the deadline; the caller closes it. *timed_out (if given)
 // tells a server that did not answer in time from one that refused.
-Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms,
-                            bool* timed_out = nullptr);
+Result<nbd_handle*> Connect(const std::string& uri, uint32_t timeout_ms, bool* timed_out = nullptr);
 
 }  // namespace nbd_internal
 

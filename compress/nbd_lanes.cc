@@ -1,7 +1,5 @@
 // Synchronous reads (Read, ReadBytes) on read lanes: connections of their own, each
 // driven by the one thread that took it, so a read does not wait for the poller.
-#include "compress/nbd_internal.h"
-
 #include <fcntl.h>
 #include <libnbd.h>
 #include <poll.h>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "common/thread_priority.h"
+#include "compress/nbd_internal.h"
 
 namespace eraid {
 

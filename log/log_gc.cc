@@ -1,10 +1,10 @@
 // The log engine's garbage collection: victims ranked by the selection policy (greedy or
 // cost-benefit), their valid blocks copied out to the GC classes the placement picks.
-#include "log/log_internal.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "log/log_internal.h"
 
 namespace eraid {
 

@@ -2,12 +2,12 @@
 // log_recovery.cc): the map entry's packing and a segment's state.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
-#include <algorithm>
-#include <span>
-
+#include "common/check.h"
 #include "common/types.h"
 #include "log/log_engine.h"
 
@@ -67,6 +67,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 [[gnu::always_inline]] inline void LogEngine::InvalidateMapped(uint64_t lba) {
   if (lba >= map_.size() || map_[lba] == 0) return;
   Segment& seg = *segments_[log_internal::IndexOf(map_[lba])];
+  ERAID_CHECK(seg.n_invalid < seg.slots.size());
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
   map_[lba] = 0;

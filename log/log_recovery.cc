@@ -1,9 +1,9 @@
 // Rebuilding the log engine's state after a restart (segments adopted from the store),
 // and its invariants, checked.
-#include "log/log_internal.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "log/log_internal.h"
 
 namespace eraid {
 

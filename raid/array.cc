@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/check.h"
 #include "common/crc32c.h"
 #include "raid/array_internal.h"
 
@@ -169,6 +170,7 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
     ++seg.summaries;
     if (row_full()) DetachRowLocked(s.value);  // the summary took the row's last slot
   }
+  ERAID_CHECK(seg.frontier < positions && seg.frontier - uint64_t{seg.row} * rb < rb);
   const uint32_t pos = seg.frontier++;
   std::memcpy(seg.row_buf.data() + BlocksToBytes(pos - uint64_t{seg.row} * rb), block.data(),
               kBlockSize);

@@ -216,6 +216,12 @@ class ElasticArray {
   // With usage = false, only the array's own state: no device queries (cheap).
   SegmentInfo segment_info(SegmentId s, bool usage = true) const;
 
+  // Checks the in-memory state against the array's invariants (docs/raid.md): per
+  // segment, the records of its positions, its batches, its open row or its seal; the
+  // work waiting for a flush; the journal ring. Corruption names the first that fails.
+  // For the model-based and crash tests, after every step (takes the array lock).
+  Status CheckInvariants() const;
+
   struct Segment;  // public for the scheme implementations (raid/scheme.h)
   class Io;
 
@@ -225,6 +231,7 @@ class ElasticArray {
   class Conversion;  // one Convert(), step by step (array_conversion.cc)
 
   Status WriteSuperblocksLocked();
+  Status CheckSegmentLocked(uint32_t index) const;
   // Replace and ReAdd: `target` becomes device `device` and is rebuilt segment by
   // segment — every segment, or those flagged in `only` (trimmed on it first).
   Status CheckRebuildLocked(uint32_t device, Backend* target) const;

@@ -13,9 +13,8 @@
 //   2. flush: the new redundancy is durable before the flip;
 //   3. flip the segment's entry (journalled) and flush again;
 //   4. trim the old redundancy.
-#include "raid/array_internal.h"
-
 #include "common/crc32c.h"
+#include "raid/array_internal.h"
 
 namespace eraid {
 
@@ -91,7 +90,8 @@ class ElasticArray::Conversion {
     if (a_.io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(a_.WriteSuperblocksLocked());
     if (seg_->incarnation != incarnation_)
       return Status::InvalidArgument("segment was freed during the conversion");
-    if (DeviceStates() != states_) return Status::Busy("a device changed state during the conversion");
+    if (DeviceStates() != states_)
+      return Status::Busy("a device changed state during the conversion");
     return Status::Ok();
   }
 
@@ -172,9 +172,8 @@ class ElasticArray::Conversion {
     if (!a_.ReadVerifiedLocked(
                s_, pos, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair)
              .ok()) {
-      return Finish(Status::DataLoss("convert: segment " + std::to_string(s_.value) +
-                                     " position " + std::to_string(pos) +
-                                     ": no copy matches its CRC"));
+      return Finish(Status::DataLoss("convert: segment " + std::to_string(s_.value) + " position " +
+                                     std::to_string(pos) + ": no copy matches its CRC"));
     }
     return Status::Ok();
   }
@@ -242,7 +241,8 @@ class ElasticArray::Conversion {
       Account();
       if (Status st = Still(); !st.ok()) return Finish(st);
       seg_->entry.scheme = to_;
-      if (Status st = a_.JournalLocked(s_.value, Durable::kAtNextFlush); !st.ok()) return Finish(st);
+      if (Status st = a_.JournalLocked(s_.value, Durable::kAtNextFlush); !st.ok())
+        return Finish(st);
       SchemeFor(from_).RedundancyTrims(a_.geometry_, s_, &trims);
     }
     bool flipped_durably = false;  // then the old redundancy may go

@@ -56,9 +56,9 @@ struct ElasticArray::Segment {
   std::vector<bool> is_summary;
   uint32_t summaries = 0;  // true entries of is_summary (stats() asks every segment)
   // Open segments only.
-  AlignedBuffer row_buf;          // the current row; zero beyond the frontier
-  uint32_t row = 0;               // which row row_buf holds
-  uint32_t row_synced = 0;        // positions of that row already on disk (via a flush)
+  AlignedBuffer row_buf;    // the current row; zero beyond the frontier
+  uint32_t row = 0;         // which row row_buf holds
+  uint32_t row_synced = 0;  // positions of that row already on disk (via a flush)
   uint32_t batch_pos = array_internal::kNoBatch;  // summary position of the open batch
   std::vector<raid_format::SummaryEntry> batch;
   std::vector<uint32_t> rows_to_unmirror;  // RAID5 rows whose slot-2 copies go after a flush

@@ -1,13 +1,12 @@
 // The array's own metadata: superblocks, the segment bitmap (checkpoints and journal),
 // the flushes things wait for, and opening an array (recovery). Formats:
 // docs/format/raid.md.
-#include "raid/array_internal.h"
-
 #include <map>
 #include <optional>
 
 #include "common/crc32c.h"
 #include "common/encoding.h"
+#include "raid/array_internal.h"
 
 namespace eraid {
 

@@ -1,9 +1,9 @@
 // A failed device: failing it, rebuilding onto a new one (Replace) or onto the same
 // one back after an outage (ReAdd), and scrubbing every segment's redundancy.
-#include "raid/array_internal.h"
-
 #include <chrono>
 #include <optional>
+
+#include "raid/array_internal.h"
 
 namespace eraid {
 
@@ -220,8 +220,7 @@ Result<ScrubReport> ElasticArray::Scrub() {
         return io_->ReadBlock(d, s.value, lba, b);
       };
       if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
-        ++(scheme.has_parity() ? report.parity_mismatches
-                                                     : report.mirror_mismatches);
+        ++(scheme.has_parity() ? report.parity_mismatches : report.mirror_mismatches);
         if (report.findings.size() < 16) {
           report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) +
                                     ": " + SchemeName(seg.entry.scheme) +

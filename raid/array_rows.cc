@@ -1,8 +1,7 @@
 // Full rows written outside the array lock (Append queues them; a writer thread or the
 // appending threads write them), and flushes.
-#include "raid/array_internal.h"
-
 #include "common/thread_priority.h"
+#include "raid/array_internal.h"
 
 namespace eraid {
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "common/check.h"
 #include "common/status.h"
 #include "common/types.h"
 
@@ -59,6 +60,7 @@ struct ArrayGeometry {
 
   // Slot-1 place of data position `pos` (both schemes).
   Place Primary(SegmentId s, uint64_t pos) const {
+    ERAID_CHECK(pos < segment_positions() && s.value < segments);
     uint64_t chunk = pos / chunk_blocks;
     auto row = static_cast<uint32_t>(chunk / data_devices());
     auto j = static_cast<uint32_t>(chunk % data_devices());

@@ -63,6 +63,8 @@ struct Rig {
     auto a = ElasticArray::Open(ptrs);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     array = std::move(a).value();
+    Status inv = array->CheckInvariants();
+    ASSERT_TRUE(inv.ok()) << "array after recovery: " << inv.ToString();
     auto v = Volume::Open(*array, options);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     volume = std::move(v).value();

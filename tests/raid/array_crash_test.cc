@@ -77,6 +77,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
     auto reopened = ElasticArray::Open(devs);
     ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
     array = std::move(reopened).value();
+    Status inv = array->CheckInvariants();
+    ASSERT_TRUE(inv.ok()) << "after recovery: " << inv.ToString();
     ++totals->crashes;
     Block back(kBlockSize);
     for (const auto& [key, data] : durable) {
@@ -135,6 +137,8 @@ void RunSeed(uint64_t seed, Totals* totals) {
     power.CrashAfterOps(1 + rng() % 300, rng());
     bool converting = false, rebuilding = false;
     for (int op = 0; op < 200 && !power.cut(); ++op) {
+      Status inv = array->CheckInvariants();
+      ASSERT_TRUE(inv.ok()) << "before op " << op << ": " << inv.ToString();
       uint64_t r = rng() % 100;
       if (r < 50 || (open.empty() && sealed.empty())) {
         if (open.size() < 3 && (open.empty() || rng() % 8 == 0)) {

@@ -63,11 +63,15 @@ struct Rig {
       model[{s.value, *pos}] = b;
       if (flush_sometimes && rng() % 16 == 0) {
         EXPECT_TRUE(array->Flush().ok());
+        Status inv = array->CheckInvariants();
+        EXPECT_TRUE(inv.ok()) << inv.ToString();
       }
     }
     return done;
   }
   void VerifyAll(const std::string& when) {
+    Status inv = array->CheckInvariants();
+    ASSERT_TRUE(inv.ok()) << when << ": " << inv.ToString();
     Block back(kBlockSize);
     for (const auto& [key, data] : model) {
       Status s = array->Read(SegmentId(key.first), key.second, back);
