@@ -147,10 +147,23 @@ Result<JournalRecord> DecodeJournal(std::span<const std::byte> block) {
   return r;
 }
 
+namespace {
+// MurmurHash3's 32-bit finalizer: a bijection whose multiplications carry, so that
+// MixCheck(a) ^ MixCheck(b) ^ MixCheck(c) != MixCheck(a ^ b ^ c) but by chance.
+uint32_t MixCheck(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+}  // namespace
+
 void EncodeSummary(const Summary& s, std::span<std::byte> block) {
   std::memset(block.data(), 0, kBlockSize);
   PutLe32(block.data(), kSummaryMagic);
-  PutLe32(block.data() + 4, kVersion);
+  PutLe32(block.data() + 4, kSummaryVersion);
   PutLe32(block.data() + 8, s.segment);
   PutLe32(block.data() + 12, s.position);
   PutLe64(block.data() + 16, s.generation);
@@ -162,8 +175,8 @@ void EncodeSummary(const Summary& s, std::span<std::byte> block) {
     PutLe32(p + 16, e.crc);
     p += kSummaryEntryBytes;
   }
-  // CRC over the whole block with the CRC field zero.
-  PutLe32(block.data() + 28, Crc32c(block.data(), kBlockSize));
+  // CRC over the whole block with the check field zero, mixed (metadata.h).
+  PutLe32(block.data() + 28, MixCheck(Crc32c(block.data(), kBlockSize)));
 }
 
 Result<Summary> DecodeSummary(std::span<const std::byte> block) {
@@ -171,9 +184,11 @@ Result<Summary> DecodeSummary(std::span<const std::byte> block) {
   std::byte copy[kBlockSize];
   std::memcpy(copy, block.data(), kBlockSize);
   PutLe32(copy + 28, 0);
-  if (Crc32c(copy, kBlockSize) != GetLe32(block.data() + 28))
+  const uint32_t version = GetLe32(block.data() + 4);
+  if (version != 1 && version != kSummaryVersion) return Status::NotSupported("summary version");
+  const uint32_t crc = Crc32c(copy, kBlockSize);
+  if ((version == 1 ? crc : MixCheck(crc)) != GetLe32(block.data() + 28))
     return Status::Corruption("summary CRC");
-  if (GetLe32(block.data() + 4) != kVersion) return Status::NotSupported("summary version");
   Summary s;
   s.segment = GetLe32(block.data() + 8);
   s.position = GetLe32(block.data() + 12);

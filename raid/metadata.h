@@ -26,6 +26,9 @@ inline constexpr uint64_t kSuperMagic = 0x3152524144494152ull;   // "RAIDRR1"-is
 inline constexpr uint64_t kBitmapMagic = 0x31504d5442444945ull;  // "EIDBTMP1"
 inline constexpr uint32_t kJournalMagic = 0x4c4e524au;           // "JRNL"
 inline constexpr uint32_t kSummaryMagic = 0x4d555345u;           // "ESUM"
+// Summary blocks of version 2 carry a check that survives no XOR of blocks (below);
+// version 1's (a plain CRC32C) is still read.
+inline constexpr uint32_t kSummaryVersion = 2;
 inline constexpr uint32_t kJournalBlocks = 64;
 inline constexpr uint32_t kBitmapEntryBytes = 16;
 inline constexpr uint32_t kSummaryHeaderBytes = 64;
@@ -87,6 +90,12 @@ struct Summary {
   uint32_t position = 0;    // where this summary block sits
   std::vector<SummaryEntry> entries;
 };
+// A summary's check is its CRC32C passed through a non-linear mix. A CRC is affine over
+// XOR: the XOR of an odd number of valid summaries at the same offset of a RAID5 row is
+// itself a valid summary (magic, version, segment and generation survive, and so may the
+// position), whose entries' CRCs match the XOR of the data blocks. Reconstructing a row
+// whose parity was never written (a partial row, parity zero) produced exactly that:
+// recovery adopted a forged summary and served XORed blocks as data.
 void EncodeSummary(const Summary& s, std::span<std::byte> block);
 Result<Summary> DecodeSummary(std::span<const std::byte> block);
 

@@ -12,7 +12,9 @@
 #include <random>
 #include <thread>
 
+#include "common/crc32c.h"
 #include "common/data_gen.h"
+#include "common/encoding.h"
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
@@ -294,6 +296,45 @@ TEST(ArrayTest, DegradedReadAmplification) {
 }
 
 // Bit rot in every kind of stored block is detected by CRC and repaired, never returned.
+// The XOR of three valid summaries at the same offset of a RAID5 row (what reconstructing
+// a partial row, parity never written, yields) must not pass for a summary. With a plain
+// CRC32C (version 1) it does — the position even comes out as the missing block's
+// (71 ^ 87 ^ 119 = 103): that forgery made recovery serve XORed blocks as data (seed
+// 3200146779 of EveryDeviceFailsInTurn, 5 devices, chunk 16, RAID5).
+TEST(ArrayTest, AnXorOfSummariesIsNoSummary) {
+  const uint64_t seed = TestSeed();
+  std::mt19937_64 rng(seed);
+  std::vector<Block> blocks;
+  for (uint32_t pos : {71u, 87u, 119u}) {
+    raid_format::Summary sum{2, 9, pos, {}};
+    const auto k = static_cast<uint32_t>(1 + rng() % 20);
+    for (uint32_t i = 0; i < k; ++i)
+      sum.entries.push_back({rng(), rng(), static_cast<uint32_t>(rng())});
+    Block b(kBlockSize);
+    raid_format::EncodeSummary(sum, b);
+    ASSERT_TRUE(raid_format::DecodeSummary(b).ok());
+    blocks.push_back(std::move(b));
+  }
+  auto xor_of = [&] {
+    Block x(kBlockSize);
+    for (const Block& b : blocks) {
+      for (size_t i = 0; i < kBlockSize; ++i) x[i] ^= b[i];
+    }
+    return x;
+  };
+  EXPECT_FALSE(raid_format::DecodeSummary(xor_of()).ok());
+  // The same blocks with version 1's plain CRC: the XOR decodes, at position 103.
+  for (Block& b : blocks) {
+    PutLe32(b.data() + 4, 1);
+    PutLe32(b.data() + 28, 0);
+    PutLe32(b.data() + 28, Crc32c(b.data(), kBlockSize));
+    ASSERT_TRUE(raid_format::DecodeSummary(b).ok());
+  }
+  auto forged = raid_format::DecodeSummary(xor_of());
+  ASSERT_TRUE(forged.ok()) << "the premise: a CRC is affine over XOR";
+  EXPECT_EQ(forged->position, 103u);
+}
+
 TEST(ArrayTest, BitFlipsInDataParityMirrorAndSummaryAreRepaired) {
   for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
     Rig rig(5, 4, 4, 4096, 9);
