@@ -7,7 +7,7 @@
 
 namespace eraid {
 
-using namespace raid_format;      // NOLINT: this file checks that format's state
+using namespace raid_format;     // NOLINT: this file checks that format's state
 using namespace array_internal;  // NOLINT: the array's own helpers
 
 namespace {
@@ -21,7 +21,8 @@ Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
   const uint64_t rb = geometry_.row_blocks();
   const uint32_t frontier = seg.frontier;
   // One CRC, one tag pair and one summary flag per written position.
-  if (seg.crc.size() != frontier || seg.tags.size() != frontier || seg.is_summary.size() != frontier)
+  if (seg.crc.size() != frontier || seg.tags.size() != frontier ||
+      seg.is_summary.size() != frontier)
     return Broken(index, "per-position records do not match the frontier");
   if (frontier > geometry_.segment_positions()) return Broken(index, "frontier beyond the segment");
   if (seg.summaries !=

@@ -16,7 +16,7 @@
 #include "compress/drive_format.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "compress/compressed_drive.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

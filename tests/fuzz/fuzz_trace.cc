@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "log/trace.h"
+#include "tools/sim/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -9,7 +9,7 @@
 
 #include "common/types.h"
 #include "log/log_engine.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

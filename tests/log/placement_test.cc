@@ -11,7 +11,7 @@
 #include <set>
 
 #include "log/log_engine.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

@@ -19,8 +19,8 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
-#include "tests/log/volume_rig.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
+#include "tests/support/volume_rig.h"
 
 namespace eraid {
 namespace {

@@ -23,7 +23,7 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 #include "raid/array.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

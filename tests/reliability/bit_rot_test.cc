@@ -16,8 +16,8 @@
 #include <random>
 
 #include "common/data_gen.h"
-#include "tests/log/volume_rig.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
+#include "tests/support/volume_rig.h"
 
 namespace eraid {
 namespace {

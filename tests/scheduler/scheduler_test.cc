@@ -20,7 +20,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 namespace eraid {
 namespace {

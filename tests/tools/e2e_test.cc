@@ -31,11 +31,11 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/test_seed.h"
-#include "tools/admin.h"
-#include "tools/array_dir.h"
-#include "tools/fio_runner.h"
-#include "tools/serve.h"
+#include "tests/support/seed.h"
+#include "tools/cli/fio_runner.h"
+#include "tools/server/admin.h"
+#include "tools/server/array_dir.h"
+#include "tools/server/serve.h"
 
 namespace eraid {
 namespace {

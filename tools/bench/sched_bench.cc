@@ -12,7 +12,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/mem_backend.h"
 #include "scheduler/scheduler.h"
-#include "tools/options.h"
+#include "tools/cli/options.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool

@@ -13,7 +13,7 @@
 
 #include "log/log_engine.h"
 #include "log/placement.h"
-#include "tools/options.h"
+#include "tools/cli/options.h"
 
 namespace po = boost::program_options;
 using namespace eraid;

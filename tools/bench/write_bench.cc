@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/data_gen.h"
-#include "tools/array_dir.h"
-#include "tools/options.h"
+#include "tools/cli/options.h"
+#include "tools/server/array_dir.h"
 
 namespace po = boost::program_options;
 using namespace eraid;

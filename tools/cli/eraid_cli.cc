@@ -20,12 +20,12 @@
 #include <optional>
 #include <thread>
 
-#include "tools/admin.h"
-#include "tools/array_dir.h"
-#include "tools/demo.h"
-#include "tools/options.h"
-#include "tools/progress.h"
-#include "tools/serve.h"
+#include "tools/cli/demo.h"
+#include "tools/cli/options.h"
+#include "tools/cli/progress.h"
+#include "tools/server/admin.h"
+#include "tools/server/array_dir.h"
+#include "tools/server/serve.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool

@@ -1,4 +1,4 @@
-#include "tools/array_dir.h"
+#include "tools/server/array_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

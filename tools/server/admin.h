@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/array_dir.h"
+#include "tools/server/array_dir.h"
 
 namespace eraid {
 

@@ -36,11 +36,11 @@
 #include <vector>
 
 #include "common/encoding.h"
-#include "tools/admin.h"
-#include "tools/array_dir.h"
-#include "tools/fio_runner.h"
-#include "tools/options.h"
-#include "tools/serve.h"
+#include "tools/cli/fio_runner.h"
+#include "tools/cli/options.h"
+#include "tools/server/admin.h"
+#include "tools/server/array_dir.h"
+#include "tools/server/serve.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool

@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "tools/admin.h"
-#include "tools/array_dir.h"
+#include "tools/server/admin.h"
+#include "tools/server/array_dir.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include <unordered_map>
 
 #include "log/log_engine.h"
-#include "log/trace.h"
+#include "tools/sim/trace.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool

@@ -1,4 +1,4 @@
-#include "tools/fio_runner.h"
+#include "tools/cli/fio_runner.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

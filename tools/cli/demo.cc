@@ -1,4 +1,4 @@
-#include "tools/demo.h"
+#include "tools/cli/demo.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -13,12 +13,12 @@
 #include <iostream>
 #include <thread>
 
-#include "tools/admin.h"
-#include "tools/array_dir.h"
-#include "tools/fio_runner.h"
-#include "tools/options.h"
-#include "tools/progress.h"
-#include "tools/serve.h"
+#include "tools/cli/fio_runner.h"
+#include "tools/cli/options.h"
+#include "tools/cli/progress.h"
+#include "tools/server/admin.h"
+#include "tools/server/array_dir.h"
+#include "tools/server/serve.h"
 
 namespace po = boost::program_options;
 

@@ -1,4 +1,4 @@
-#include "log/trace.h"
+#include "tools/sim/trace.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "tools/admin.h"
+#include "tools/server/admin.h"
 
 #include <poll.h>
 #include <sys/socket.h>

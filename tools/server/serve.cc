@@ -1,4 +1,4 @@
-#include "tools/serve.h"
+#include "tools/server/serve.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "compress/nbd_backend.h"
-#include "tools/admin.h"
+#include "tools/server/admin.h"
 
 namespace eraid {
 
