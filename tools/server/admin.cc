@@ -514,6 +514,257 @@ AdminReply Volume_(ArrayDir& a, const std::vector<std::string>& words, bool json
   return {0, json ? Json().Str("volume", words[2]).Str("done", op).str() + "\n" : what + "\n"};
 }
 
+// One admin command's context: the words (verb first, --json taken out), the array, and
+// what the caller passed along.
+struct AdminCommand {
+  ArrayDir& array;
+  AdminState& state;
+  const std::vector<std::string>& words;
+  bool json;
+  const std::function<void(double)>& progress;
+  const std::function<bool()>& cancelled;
+  // The reply: `text` for people, `j` with --json.
+  AdminReply Done(const std::string& text, const Json& j) const {
+    return {0, json ? j.str() + "\n" : text + "\n"};
+  }
+};
+
+// status
+AdminReply RunStatus(const AdminCommand& c) { return Status_(c.array, c.state, c.json); }
+
+// volume list | create NAME SIZE | resize NAME SIZE | delete NAME
+AdminReply RunVolume(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  return Volume_(a, words, c.json);
+}
+
+// inspect [BINS]
+AdminReply RunInspect(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  uint32_t bins = 20;
+  if (words.size() == 2) {
+    auto b = ParseIndex(words[1], 1001, "bins");
+    if (!b.ok() || *b == 0) return Error(2, "bins must be 1..1000");
+    bins = *b;
+  }
+  return Inspect(a, c.json, bins);
+}
+
+// fail DEVICE
+AdminReply RunFail(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  const uint32_t devices = a.array().geometry().devices;
+  auto d = ParseIndex(words[1], devices, "device");
+  if (!d.ok()) return Error(2, d.status().message());
+  Status s = a.array().FailDevice(*d);
+  if (!s.ok()) return Error(1, s.ToString());
+  return c.Done("device " + words[1] + " failed; the array runs degraded",
+                Json()
+                    .Int("failed", *d)
+                    .Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
+}
+
+// set-io-timeout MILLISECONDS
+AdminReply RunSetIoTimeout(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  auto ms = ParseIndex(words[1], 86400001, "milliseconds");
+  if (!ms.ok()) return Error(2, ms.status().message());
+  Status s = a.SetIoTimeout(static_cast<uint32_t>(*ms));
+  if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
+  return c.Done("io timeout " + words[1] + " ms, on every remote drive's connection now",
+                Json().Int("io_timeout_ms", *ms));
+}
+
+// replace DEVICE [PATH [RATE]] | re-add DEVICE [RATE]
+AdminReply RunRebuild(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  const std::string& verb = words[0];
+  const uint32_t devices = a.array().geometry().devices;
+  AdminState& state = c.state;
+  const std::function<void(double)>& progress = c.progress;
+  auto d = ParseIndex(words[1], devices, "device");
+  if (!d.ok()) return Error(2, d.status().message());
+  const size_t rate_at = verb == "replace" ? 3 : 2;
+  uint64_t rate = 0;
+  if (words.size() > rate_at) {
+    auto r = ParseSize(words[rate_at]);
+    if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
+    rate = *r;
+  }
+  // One rebuild at a time; its progress in `state` (for status) and on the caller's line.
+  int expected = -1;
+  if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
+    return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
+  }
+  state.rebuild_done = 0;
+  state.rebuild_total = a.array().geometry().segments;
+  LowerThisThreadPriority();  // this request's own thread: the rebuild yields to user I/O
+  auto report = [&](const RebuildProgress& p) {
+    state.rebuild_done = p.segments_done;
+    state.rebuild_total = p.segments_total;
+    state.rebuild_bytes = p.bytes_written;
+    if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Result<ReAddReport> readd = ReAddReport{};
+  Status s;
+  if (verb == "replace") {
+    s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, report);
+  } else {
+    readd = a.ReAdd(*d, rate, report);
+    s = readd.status();
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const uint64_t bytes = state.rebuild_bytes;
+  state.rebuilding_device = -1;
+  // A drive re-add refuses (another one, an older image) is the caller's mistake: 2.
+  if (!s.ok())
+    return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1,
+                 s.ToString());
+  Json j = Json().Int("device", *d).Str("path", Shown(a.device_path(*d)));
+  if (verb == "replace") {
+    return c.Done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " +
+                      Mib(bytes) + " in " + Fixed(secs, 2) + " s",
+                  j.Int("bytes", bytes).Num("seconds", secs));
+  }
+  const ReAddReport& r = *readd;
+  return c.Done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " +
+                    Mib(r.total_bytes) + " (" + std::to_string(r.segments_resynced) + " of " +
+                    std::to_string(r.segments_total) + " segments) in " + Fixed(secs, 2) + " s",
+                j.Int("resynced_bytes", r.resynced_bytes)
+                    .Int("total_bytes", r.total_bytes)
+                    .Int("segments_resynced", r.segments_resynced)
+                    .Int("segments_total", r.segments_total)
+                    .Num("seconds", secs));
+}
+
+// scrub
+AdminReply RunScrub(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  LowerThisThreadPriority();
+  auto r = a.array().Scrub();
+  if (!r.ok()) return Error(1, r.status().ToString());
+  const ScrubReport& rep = *r;
+  const uint64_t mismatches = rep.crc_mismatches + rep.parity_mismatches + rep.mirror_mismatches;
+  std::string t =
+      "scrub: " + std::to_string(rep.segments) + " segments, " +
+      std::to_string(rep.blocks_checked) + " blocks checked, " + std::to_string(mismatches) +
+      " mismatches (" + std::to_string(rep.crc_mismatches) + " CRC, " +
+      std::to_string(rep.parity_mismatches) + " parity, " + std::to_string(rep.mirror_mismatches) +
+      " mirror), " + std::to_string(rep.repaired) + " repaired, " +
+      std::to_string(rep.unrepairable) + " unrepairable";
+  for (const std::string& f : rep.findings) t += "\n  " + f;
+  AdminReply reply = c.Done(t, Json()
+                                   .Int("segments", rep.segments)
+                                   .Int("blocks_checked", rep.blocks_checked)
+                                   .Int("mismatches", mismatches)
+                                   .Int("crc_mismatches", rep.crc_mismatches)
+                                   .Int("parity_mismatches", rep.parity_mismatches)
+                                   .Int("mirror_mismatches", rep.mirror_mismatches)
+                                   .Int("repaired", rep.repaired)
+                                   .Int("unrepairable", rep.unrepairable));
+  if (rep.unrepairable > 0) reply.rc = 1;
+  return reply;
+}
+
+// convert raid5|raid10 SEGMENT|all [RATE]
+AdminReply RunConvert(const AdminCommand& c) {
+  ArrayDir& a = c.array;
+  const std::vector<std::string>& words = c.words;
+  const std::function<void(double)>& progress = c.progress;
+  const std::function<bool()>& cancelled = c.cancelled;
+  SegmentScheme to;
+  if (words[1] == "raid5")
+    to = SegmentScheme::kRaid5;
+  else if (words[1] == "raid10")
+    to = SegmentScheme::kRaid10;
+  else
+    return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
+  const uint32_t segments = a.array().geometry().segments;
+  uint32_t first = 0, last = segments;
+  if (words[2] != "all") {
+    auto s = ParseIndex(words[2], segments, "segment");
+    if (!s.ok()) return Error(2, s.status().message());
+    first = *s;
+    last = *s + 1;
+    const SegmentInfo si = a.array().segment_info(SegmentId(first));
+    if (!si.sealed) return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
+  }
+  uint64_t rate = 0;
+  if (words.size() == 4) {
+    auto r = ParseSize(words[3]);
+    if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
+    rate = *r;
+  }
+  LowerThisThreadPriority();
+  // Paced over the user bytes converted: before each segment, wait until the bytes so
+  // far are due at `rate` (the scheduler's throttle counts the same bytes).
+  const auto start = std::chrono::steady_clock::now();
+  uint32_t converted = 0, skipped = 0;
+  uint64_t bytes = 0;
+  bool stopped = false;
+  for (uint32_t i = first; i < last; ++i) {
+    if (cancelled && cancelled()) {
+      stopped = true;
+      break;
+    }
+    const SegmentInfo si = a.array().segment_info(SegmentId(i));
+    if (si.sealed && si.scheme != to) {
+      if (rate > 0) {
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(double(bytes) / double(rate))));
+      }
+      Status s = a.array().Convert(SegmentId(i), to);
+      if (s.ok()) {
+        ++converted;
+        bytes += BlocksToBytes(si.frontier);
+      } else if (last - first == 1) {
+        return Error(1, s.ToString());
+      } else {
+        ++skipped;  // freed by GC meanwhile
+      }
+    }
+    if (progress) progress(double(i - first + 1) / double(last - first));
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c.Done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " +
+                    words[1] + " in " + Fixed(secs, 2) + " s" +
+                    (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : "") +
+                    (stopped ? " (stopped: the client went away)" : ""),
+                Json()
+                    .Int("converted", converted)
+                    .Int("skipped", skipped)
+                    .Str("to", words[1])
+                    .Int("bytes", bytes)
+                    .Num("seconds", secs));
+}
+
+// The commands: verb, how many words (the verb included) it takes, and what runs it.
+struct CommandEntry {
+  const char* verb;
+  size_t min_words, max_words;
+  AdminReply (*run)(const AdminCommand&);
+};
+constexpr CommandEntry kCommands[] = {
+    {"status", 1, 1, RunStatus},
+    {"volume", 2, 64, RunVolume},  // its own usage message for a wrong count
+    {"inspect", 1, 2, RunInspect},
+    {"fail", 2, 2, RunFail},
+    {"set-io-timeout", 2, 2, RunSetIoTimeout},
+    {"replace", 2, 4, RunRebuild},
+    {"re-add", 2, 3, RunRebuild},
+    {"scrub", 1, 1, RunScrub},
+    {"convert", 3, 4, RunConvert},
+};
+
 }  // namespace
 
 AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::string>& in,
@@ -528,194 +779,12 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       words.push_back(w);
   }
   if (words.empty()) return Error(2, "no command");
-  const std::string& verb = words[0];
-  const uint32_t devices = a.array().geometry().devices;
-  auto done = [&](const std::string& text, Json j) -> AdminReply {
-    return {0, json ? j.str() + "\n" : text + "\n"};
-  };
-  if (verb == "status" && words.size() == 1) return Status_(a, state, json);
-  if (verb == "volume" && words.size() >= 2) return Volume_(a, words, json);
-  if (verb == "inspect" && (words.size() == 1 || words.size() == 2)) {
-    uint32_t bins = 20;
-    if (words.size() == 2) {
-      auto b = ParseIndex(words[1], 1001, "bins");
-      if (!b.ok() || *b == 0) return Error(2, "bins must be 1..1000");
-      bins = *b;
-    }
-    return Inspect(a, json, bins);
+  for (const CommandEntry& cmd : kCommands) {
+    if (words[0] != cmd.verb || words.size() < cmd.min_words || words.size() > cmd.max_words)
+      continue;
+    return cmd.run(AdminCommand{a, state, words, json, progress, cancelled});
   }
-  if (verb == "fail" && words.size() == 2) {
-    auto d = ParseIndex(words[1], devices, "device");
-    if (!d.ok()) return Error(2, d.status().message());
-    Status s = a.array().FailDevice(*d);
-    if (!s.ok()) return Error(1, s.ToString());
-    return done("device " + words[1] + " failed; the array runs degraded",
-                Json()
-                    .Int("failed", *d)
-                    .Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
-  }
-  if (verb == "set-io-timeout" && words.size() == 2) {
-    auto ms = ParseIndex(words[1], 86400001, "milliseconds");
-    if (!ms.ok()) return Error(2, ms.status().message());
-    Status s = a.SetIoTimeout(static_cast<uint32_t>(*ms));
-    if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
-    return done("io timeout " + words[1] + " ms, on every remote drive's connection now",
-                Json().Int("io_timeout_ms", *ms));
-  }
-  if ((verb == "replace" && words.size() >= 2 && words.size() <= 4) ||
-      (verb == "re-add" && (words.size() == 2 || words.size() == 3))) {
-    auto d = ParseIndex(words[1], devices, "device");
-    if (!d.ok()) return Error(2, d.status().message());
-    const size_t rate_at = verb == "replace" ? 3 : 2;
-    uint64_t rate = 0;
-    if (words.size() > rate_at) {
-      auto r = ParseSize(words[rate_at]);
-      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
-      rate = *r;
-    }
-    // One rebuild at a time; its progress in `state` (for status) and on the caller's line.
-    int expected = -1;
-    if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
-      return Error(1, "device " + std::to_string(expected) + " is being rebuilt already");
-    }
-    state.rebuild_done = 0;
-    state.rebuild_total = a.array().geometry().segments;
-    LowerThisThreadPriority();  // this request's own thread: the rebuild yields to user I/O
-    auto report = [&](const RebuildProgress& p) {
-      state.rebuild_done = p.segments_done;
-      state.rebuild_total = p.segments_total;
-      state.rebuild_bytes = p.bytes_written;
-      if (progress && p.segments_total) progress(double(p.segments_done) / p.segments_total);
-    };
-    const auto start = std::chrono::steady_clock::now();
-    Result<ReAddReport> readd = ReAddReport{};
-    Status s;
-    if (verb == "replace") {
-      s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, report);
-    } else {
-      readd = a.ReAdd(*d, rate, report);
-      s = readd.status();
-    }
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const uint64_t bytes = state.rebuild_bytes;
-    state.rebuilding_device = -1;
-    // A drive re-add refuses (another one, an older image) is the caller's mistake: 2.
-    if (!s.ok())
-      return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1,
-                   s.ToString());
-    Json j = Json().Int("device", *d).Str("path", Shown(a.device_path(*d)));
-    if (verb == "replace") {
-      return done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " +
-                      Mib(bytes) + " in " + Fixed(secs, 2) + " s",
-                  j.Int("bytes", bytes).Num("seconds", secs));
-    }
-    const ReAddReport& r = *readd;
-    return done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " +
-                    Mib(r.total_bytes) + " (" + std::to_string(r.segments_resynced) + " of " +
-                    std::to_string(r.segments_total) + " segments) in " + Fixed(secs, 2) + " s",
-                j.Int("resynced_bytes", r.resynced_bytes)
-                    .Int("total_bytes", r.total_bytes)
-                    .Int("segments_resynced", r.segments_resynced)
-                    .Int("segments_total", r.segments_total)
-                    .Num("seconds", secs));
-  }
-  if (verb == "scrub" && words.size() == 1) {
-    LowerThisThreadPriority();
-    auto r = a.array().Scrub();
-    if (!r.ok()) return Error(1, r.status().ToString());
-    const ScrubReport& rep = *r;
-    const uint64_t mismatches = rep.crc_mismatches + rep.parity_mismatches + rep.mirror_mismatches;
-    std::string t =
-        "scrub: " + std::to_string(rep.segments) + " segments, " +
-        std::to_string(rep.blocks_checked) + " blocks checked, " + std::to_string(mismatches) +
-        " mismatches (" + std::to_string(rep.crc_mismatches) + " CRC, " +
-        std::to_string(rep.parity_mismatches) + " parity, " +
-        std::to_string(rep.mirror_mismatches) + " mirror), " + std::to_string(rep.repaired) +
-        " repaired, " + std::to_string(rep.unrepairable) + " unrepairable";
-    for (const std::string& f : rep.findings) t += "\n  " + f;
-    AdminReply reply = done(t, Json()
-                                   .Int("segments", rep.segments)
-                                   .Int("blocks_checked", rep.blocks_checked)
-                                   .Int("mismatches", mismatches)
-                                   .Int("crc_mismatches", rep.crc_mismatches)
-                                   .Int("parity_mismatches", rep.parity_mismatches)
-                                   .Int("mirror_mismatches", rep.mirror_mismatches)
-                                   .Int("repaired", rep.repaired)
-                                   .Int("unrepairable", rep.unrepairable));
-    if (rep.unrepairable > 0) reply.rc = 1;
-    return reply;
-  }
-  if (verb == "convert" && (words.size() == 3 || words.size() == 4)) {
-    SegmentScheme to;
-    if (words[1] == "raid5")
-      to = SegmentScheme::kRaid5;
-    else if (words[1] == "raid10")
-      to = SegmentScheme::kRaid10;
-    else
-      return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
-    const uint32_t segments = a.array().geometry().segments;
-    uint32_t first = 0, last = segments;
-    if (words[2] != "all") {
-      auto s = ParseIndex(words[2], segments, "segment");
-      if (!s.ok()) return Error(2, s.status().message());
-      first = *s;
-      last = *s + 1;
-      const SegmentInfo si = a.array().segment_info(SegmentId(first));
-      if (!si.sealed)
-        return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
-    }
-    uint64_t rate = 0;
-    if (words.size() == 4) {
-      auto r = ParseSize(words[3]);
-      if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
-      rate = *r;
-    }
-    LowerThisThreadPriority();
-    // Paced over the user bytes converted: before each segment, wait until the bytes so
-    // far are due at `rate` (the scheduler's throttle counts the same bytes).
-    const auto start = std::chrono::steady_clock::now();
-    uint32_t converted = 0, skipped = 0;
-    uint64_t bytes = 0;
-    bool stopped = false;
-    for (uint32_t i = first; i < last; ++i) {
-      if (cancelled && cancelled()) {
-        stopped = true;
-        break;
-      }
-      const SegmentInfo si = a.array().segment_info(SegmentId(i));
-      if (si.sealed && si.scheme != to) {
-        if (rate > 0) {
-          std::this_thread::sleep_until(
-              start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double>(double(bytes) / double(rate))));
-        }
-        Status s = a.array().Convert(SegmentId(i), to);
-        if (s.ok()) {
-          ++converted;
-          bytes += BlocksToBytes(si.frontier);
-        } else if (last - first == 1) {
-          return Error(1, s.ToString());
-        } else {
-          ++skipped;  // freed by GC meanwhile
-        }
-      }
-      if (progress) progress(double(i - first + 1) / double(last - first));
-    }
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return done("converted " + std::to_string(converted) + " segments (" + Mib(bytes) + ") to " +
-                    words[1] + " in " + Fixed(secs, 2) + " s" +
-                    (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : "") +
-                    (stopped ? " (stopped: the client went away)" : ""),
-                Json()
-                    .Int("converted", converted)
-                    .Int("skipped", skipped)
-                    .Str("to", words[1])
-                    .Int("bytes", bytes)
-                    .Num("seconds", secs));
-  }
-  return Error(2, "unknown or malformed admin command '" + verb + "' (" +
+  return Error(2, "unknown or malformed admin command '" + words[0] + "' (" +
                       std::to_string(words.size()) + " words)");
 }
 
