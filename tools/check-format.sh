@@ -7,7 +7,7 @@
 set -euo pipefail
 FIX=0
 [ "${1:-}" = --fix ] && { FIX=1; shift; }
-case "${1:-}" in -h|--help) sed -n 2,6p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
 FORMAT=$(command -v clang-format-14 || command -v clang-format || true)

@@ -5,7 +5,7 @@
 # Usage: tools/check-layers.sh [ROOT]   (run by ctest as `layering`)
 set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-case "$ROOT" in -h|--help) sed -n 2,5p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "$ROOT" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 cd "$ROOT"
 LAYERS=(common compress raid log scheduler tools)
 rank() {
