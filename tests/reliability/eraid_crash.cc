@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/encoding.h"
+#include "tests/support/seed.h"
 #include "tools/cli/fio_runner.h"
 #include "tools/cli/options.h"
 #include "tools/server/admin.h"
@@ -333,10 +334,7 @@ int main(int argc, char** argv) {
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-crash", desc, argc, argv, &vm); rc >= 0) return rc;
   if (soak && vm["kills"].defaulted()) o.kills = 200;
-  if (!vm.count("seed")) {
-    const char* env = std::getenv("ERAID_SEED");
-    o.seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  }
+  if (!vm.count("seed")) o.seed = TestSeed();  // ERAID_SEED, else a fresh one
   auto bytes = ParseSize(size);
   if (!bytes.ok()) {
     std::cerr << "eraid-crash: --device-size: " << bytes.status().message() << "\n";
