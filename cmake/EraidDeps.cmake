@@ -19,3 +19,5 @@ if(ERAID_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+# The tools' JSON (tools/json.h): header-only.
+find_package(nlohmann_json 3.10 REQUIRED)

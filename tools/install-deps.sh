@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
-  liburing-dev libisal-dev libzstd-dev libboost-program-options-dev
+  liburing-dev libisal-dev libzstd-dev libboost-program-options-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
   fio nbdkit nbdkit-plugin-dev libnbd-bin libnbd-dev
   gnuplot-nox bc

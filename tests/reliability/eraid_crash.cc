@@ -39,6 +39,7 @@
 #include "tests/support/seed.h"
 #include "tools/cli/fio_runner.h"
 #include "tools/cli/options.h"
+#include "tools/json.h"
 #include "tools/server/admin.h"
 #include "tools/server/array_dir.h"
 #include "tools/server/serve.h"
@@ -117,8 +118,8 @@ class Harness {
     }
     auto scrub = AdminCall(dir_, {"scrub", "--json"}, nullptr);
     if (!scrub.ok()) return Fail("scrub: " + scrub.status().ToString());
-    const double mismatches = JsonNumber(scrub->text, "mismatches", -1);
-    const double unrepairable = JsonNumber(scrub->text, "unrepairable", -1);
+    const double mismatches = JsonNumberAt(scrub->text, "/mismatches", -1);
+    const double unrepairable = JsonNumberAt(scrub->text, "/unrepairable", -1);
     if (Status s = StopServer(dir_); !s.ok()) return Fail("stop: " + s.ToString());
     Reap();
     if (mismatches != 0 || unrepairable != 0) return Fail("scrub after the kills: " + scrub->text);

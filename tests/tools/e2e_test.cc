@@ -33,6 +33,7 @@
 
 #include "tests/support/seed.h"
 #include "tools/cli/fio_runner.h"
+#include "tools/json.h"
 #include "tools/server/admin.h"
 #include "tools/server/array_dir.h"
 #include "tools/server/serve.h"
@@ -142,15 +143,16 @@ TEST_F(E2eManualTest, PacedConversionsBothWaysKeepEveryBlock) {
   auto w = RunFio(Job(bytes, {"--do_verify=0"}));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   AdminReply st = Admin({"status", "--json"});
-  EXPECT_EQ(JsonNumber(st.text, "to_raid10", -1), 0) << "manual: the scheduler converts nothing\n"
-                                                     << st.text;
+  EXPECT_EQ(JsonNumberAt(st.text, "/conversions/to_raid10", -1), 0)
+      << "manual: the scheduler converts nothing\n"
+      << st.text;
   const uint64_t rate = 32ull << 20;
   for (const char* to : {"raid10", "raid5"}) {
     AdminReply r = Admin({"convert", to, "all", std::to_string(rate), "--json"});
     ASSERT_EQ(r.rc, 0) << r.text;
-    const double moved = JsonNumber(r.text, "bytes");
+    const double moved = JsonNumberAt(r.text, "/bytes");
     EXPECT_GE(moved, double(bytes) / 2) << to << ": the sealed segments\n" << r.text;
-    EXPECT_GE(JsonNumber(r.text, "seconds"), (moved - double(segment_bytes_)) / double(rate))
+    EXPECT_GE(JsonNumberAt(r.text, "/seconds"), (moved - double(segment_bytes_)) / double(rate))
         << r.text;
     auto v = RunFio(Job(bytes, {"--verify_only"}));
     ASSERT_TRUE(v.ok()) << "after converting to " << to << ": " << v.status().ToString();
@@ -163,7 +165,7 @@ TEST_F(E2eTest, DriveFailsMidRunThenReplaceRebuildAndScrub) {
   std::thread injector([&] {
     while (writing) {
       auto st = AdminCall(dir_, {"status", "--json"}, nullptr);
-      if (st.ok() && JsonNumber(st->text, "valid_bytes") >= double(bytes) / 2) {
+      if (st.ok() && JsonNumberAt(st->text, "/valid_bytes") >= double(bytes) / 2) {
         auto r = AdminCall(dir_, {"fail", "1"}, nullptr);
         failed = r.ok() && r->rc == 0;
         return;
@@ -187,8 +189,9 @@ TEST_F(E2eTest, DriveFailsMidRunThenReplaceRebuildAndScrub) {
   ASSERT_TRUE(healthy.ok()) << "after the rebuild: " << healthy.status().ToString();
   AdminReply scrub = Admin({"scrub", "--json"});
   ASSERT_EQ(scrub.rc, 0) << scrub.text;
-  EXPECT_EQ(JsonNumber(scrub.text, "mismatches", -1), 0) << scrub.text;
-  EXPECT_GT(JsonNumber(scrub.text, "blocks_checked"), double(bytes / kBlockSize) / 2) << scrub.text;
+  EXPECT_EQ(JsonNumberAt(scrub.text, "/mismatches", -1), 0) << scrub.text;
+  EXPECT_GT(JsonNumberAt(scrub.text, "/blocks_checked"), double(bytes / kBlockSize) / 2)
+      << scrub.text;
 
   // The replacement survives a restart: the manifest and superblocks agree.
   Stop();
@@ -241,7 +244,7 @@ class E2eHotTest : public E2eTest {
   double ZoneShare(int from, int to) { return ZoneShares(from, to).mirrored; }
   double Conversions() {
     const std::string st = Admin({"status", "--json"}).text;
-    return JsonNumber(st, "to_raid10") + JsonNumber(st, "to_raid5");
+    return JsonNumberAt(st, "/conversions/to_raid10") + JsonNumberAt(st, "/conversions/to_raid5");
   }
   // Reads for `seconds` with the zoned distribution.
   void Read(const std::string& zones, int seconds) {
@@ -281,9 +284,10 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
               l0.mirrored, l0.open, m0.mirrored, m0.open);
   {
     const std::string st = Admin({"status", "--json"}).text;
-    std::printf("after the fill: born RAID10 %.0f, RAID5 %.0f; GC wrote %.0f MiB; log WA %.3f\n",
-                JsonNumber(st, "born_raid10"), JsonNumber(st, "born_raid5"),
-                JsonNumber(st, "gc_written_bytes") / 1048576, JsonNumber(st, "log"));
+    std::printf(
+        "after the fill: born RAID10 %.0f, RAID5 %.0f; GC wrote %.0f MiB; log WA %.3f\n",
+        JsonNumberAt(st, "/scheduler/born_raid10"), JsonNumberAt(st, "/scheduler/born_raid5"),
+        JsonNumberAt(st, "/counters/gc_written_bytes") / 1048576, JsonNumberAt(st, "/wa/log"));
   }
   const int t1 = Converge(last, 16, 20, 60);
   std::printf("last fifth mirrored (>= 0.9) after %d s\n", t1);
@@ -300,14 +304,15 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
   std::printf(
       "physical %.1f MiB, budget use %.3f, RAID10 segments %.0f, open %.0f, freed but untrimmed "
       "%.0f\n",
-      JsonNumber(st, "physical_bytes") / 1048576, JsonNumber(st, "budget_use"),
-      JsonNumber(st, "raid10"), JsonNumber(st, "open"), JsonNumber(st, "untrimmed_free"));
+      JsonNumberAt(st, "/physical_bytes") / 1048576, JsonNumberAt(st, "/scheduler/budget_use"),
+      JsonNumberAt(st, "/segments/raid10"), JsonNumberAt(st, "/segments/open"),
+      JsonNumberAt(st, "/segments/untrimmed_free"));
   // The budget counts what the drives hold: a freed segment must not keep its space
   // through a read-only phase (in CI one did, and the hot fifth stopped at 0.907).
-  EXPECT_EQ(JsonNumber(st, "untrimmed_free", -1), 0) << st;
-  EXPECT_GE(JsonNumber(st, "budget_use"), 0.95) << "with the budget full\n" << st;
+  EXPECT_EQ(JsonNumberAt(st, "/segments/untrimmed_free", -1), 0) << st;
+  EXPECT_GE(JsonNumberAt(st, "/scheduler/budget_use"), 0.95) << "with the budget full\n" << st;
   // 80% of the reads go to the hot fifth, and at least 0.9 of it is mirrored (above).
-  EXPECT_GE(JsonNumber(st, "hot_read_coverage"), 0.8 * 0.9)
+  EXPECT_GE(JsonNumberAt(st, "/hot_read_coverage"), 0.8 * 0.9)
       << "the hot reads (80%) are served by RAID10\n"
       << st;
   // The hot zone moves to the middle fifth.
@@ -322,7 +327,7 @@ TEST_F(E2eHotTest, ZonedReadsAtFullSpeedMirrorTheHotFifthAndFollowItWhenItMoves)
   const double at_failure = Conversions();
   Read(last, 6);
   EXPECT_EQ(Conversions(), at_failure) << "no conversions while degraded";
-  EXPECT_GT(JsonNumber(Admin({"status", "--json"}).text, "degraded_steps"), 0);
+  EXPECT_GT(JsonNumberAt(Admin({"status", "--json"}).text, "/scheduler/degraded_steps"), 0);
   ASSERT_EQ(Admin({"replace", "2", "", "0", "--json"}).rc, 0);
   const int t3 = Converge(last, 16, 20, 60);
   std::printf("after the rebuild the last fifth is mirrored again after %d s\n", t3);

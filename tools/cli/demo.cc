@@ -16,6 +16,7 @@
 #include "tools/cli/fio_runner.h"
 #include "tools/cli/options.h"
 #include "tools/cli/progress.h"
+#include "tools/json.h"
 #include "tools/server/admin.h"
 #include "tools/server/array_dir.h"
 #include "tools/server/serve.h"
@@ -162,7 +163,7 @@ int RunDemo(int argc, char** argv) {
   std::atomic<bool> failed{false};
   std::thread injector([&] {
     while (writing) {
-      const double valid = JsonNumber(StatusJson(dir), "valid_bytes");
+      const double valid = JsonNumberAt(StatusJson(dir), "/valid_bytes");
       if (valid >= double(bytes) / 2) {
         auto r = AdminCall(dir, {"fail", std::to_string(fail_device)}, nullptr);
         failed = r.ok() && r->rc == 0;
@@ -201,7 +202,7 @@ int RunDemo(int argc, char** argv) {
   if (!rep.ok()) return Fail("replace", rep.status());
   if (rep->rc != 0) return Fail("replace", Status::IoError(rep->text));
   const double rebuild_s = Since(t0);
-  std::printf("   %.1f MiB rebuilt in %.2f s\n", JsonNumber(rep->text, "bytes") / 1048576,
+  std::printf("   %.1f MiB rebuilt in %.2f s\n", JsonNumberAt(rep->text, "/bytes") / 1048576,
               rebuild_s);
 
   // 4. Verified again, healthy; then a scrub.
@@ -212,8 +213,8 @@ int RunDemo(int argc, char** argv) {
               h->read_p50_us, h->read_p99_us);
   auto scrub = AdminCall(dir, {"scrub", "--json"}, nullptr);
   if (!scrub.ok()) return Fail("scrub", scrub.status());
-  const double mismatches = JsonNumber(scrub->text, "mismatches", -1);
-  const double unrepairable = JsonNumber(scrub->text, "unrepairable", -1);
+  const double mismatches = JsonNumberAt(scrub->text, "/mismatches", -1);
+  const double unrepairable = JsonNumberAt(scrub->text, "/unrepairable", -1);
 
   const std::string st = StatusJson(dir);
   std::printf("\nsummary\n");
@@ -225,12 +226,13 @@ int RunDemo(int argc, char** argv) {
               d->read_p50_us, d->read_p99_us);
   std::printf("  random read      %8.0f IOPS  p50 %5.0f us  p99 %6.0f us  healthy\n", h->read_iops,
               h->read_p50_us, h->read_p99_us);
-  std::printf("  log WA           %.3f\n", JsonNumber(st, "log"));
+  std::printf("  log WA           %.3f\n", JsonNumberAt(st, "/wa/log"));
   std::printf("  RAID WA          %.3f (blocks written to drives per block the log wrote)\n",
-              JsonNumber(st, "raid"));
-  std::printf("  device WAF       %.3f\n", JsonNumber(st, "device"));
-  std::printf("  compression      %.2f : 1\n", JsonNumber(st, "compression"));
-  std::printf("  RAID10 coverage  %.1f%% of user data\n", 100 * JsonNumber(st, "raid10_coverage"));
+              JsonNumberAt(st, "/wa/raid"));
+  std::printf("  device WAF       %.3f\n", JsonNumberAt(st, "/wa/device"));
+  std::printf("  compression      %.2f : 1\n", JsonNumberAt(st, "/compression"));
+  std::printf("  RAID10 coverage  %.1f%% of user data\n",
+              100 * JsonNumberAt(st, "/raid10_coverage"));
   std::printf("  rebuild          %.2f s\n", rebuild_s);
   std::printf("  scrub            %.0f mismatches, %.0f unrepairable\n", mismatches, unrepairable);
   std::printf("  verification     fio verify=crc32c over all %llu MiB, twice: passed\n",

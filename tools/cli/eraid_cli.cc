@@ -23,6 +23,7 @@
 #include "tools/cli/demo.h"
 #include "tools/cli/options.h"
 #include "tools/cli/progress.h"
+#include "tools/json.h"
 #include "tools/server/admin.h"
 #include "tools/server/array_dir.h"
 #include "tools/server/serve.h"
@@ -88,13 +89,6 @@ int Admin(const std::string& name, const std::string& dir, std::vector<std::stri
   return reply->rc;
 }
 
-// The number after "key": in a status reply (its keys are unique), or NaN.
-double JsonField(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\":");
-  if (at == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
-  return std::strtod(json.c_str() + at + key.size() + 3, nullptr);
-}
-
 // `eraid status --interval N`: differences of the served array's counters, one line per
 // interval. A WA over less than 1 MiB of the interval's writes is "-" (JSON null).
 int StatusInterval(const std::string& dir, double interval, uint64_t count, bool json) {
@@ -105,18 +99,14 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
   auto sample = [&](std::array<double, 6>* out, Requests* vols) -> Status {
     ERAID_ASSIGN_OR_RETURN(AdminReply r, AdminCall(dir, {"status", "--json"}, nullptr));
     if (r.rc != 0) return Status::IoError(r.text);
-    for (size_t i = 0; i < 6; ++i) (*out)[i] = JsonField(r.text, keys[i]);
+    const Json j = Json::parse(r.text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("counters") || !j.contains("volumes"))
+      return Status::Corruption("status --json: not the reply expected: " + r.text);
+    for (size_t i = 0; i < 6; ++i) (*out)[i] = j["counters"].value(keys[i], 0.0);
     vols->clear();
-    const size_t list = r.text.find("\"volumes\":[");
-    for (size_t at = r.text.find("{\"name\":\"", list);
-         list != std::string::npos && at != std::string::npos;
-         at = r.text.find("{\"name\":\"", at + 1)) {
-      const size_t name_end = r.text.find('"', at + 9);
-      const size_t obj_end = r.text.find('}', at);
-      const std::string obj = r.text.substr(at, obj_end - at);
-      (*vols)[r.text.substr(at + 9, name_end - at - 9)] = {JsonField(obj, "read_requests"),
-                                                           JsonField(obj, "write_requests")};
-    }
+    for (const Json& v : j["volumes"])
+      (*vols)[v.value("name", "")] = {v.value("read_requests", 0.0),
+                                      v.value("write_requests", 0.0)};
     return Status::Ok();
   };
   std::array<double, 6> prev{}, cur{};
@@ -151,12 +141,13 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     for (size_t i = 0; i < 6; ++i) d[i] = cur[i] - prev[i];
     prev = cur;
     // Each volume's read and write requests per second (a volume made meanwhile from 0).
-    std::string vol_json, vol_text;
+    Json vol_json = Json::array();
+    std::string vol_text;
     for (const auto& [name, rw] : cur_vols) {
       const auto p = prev_vols.count(name) ? prev_vols[name] : std::pair<double, double>{0, 0};
       const double r = (rw.first - p.first) / secs, w = (rw.second - p.second) / secs;
-      vol_json += std::string(vol_json.empty() ? "" : ",") + "{\"name\":\"" + name +
-                  "\",\"read_iops\":" + fixed(r, 0) + ",\"write_iops\":" + fixed(w, 0) + "}";
+      vol_json.push_back(Json::object(
+          {{"name", name}, {"read_iops", std::llround(r)}, {"write_iops", std::llround(w)}}));
       vol_text +=
           "         " + name + ": " + fixed(r, 0) + " reads/s, " + fixed(w, 0) + " writes/s\n";
     }
@@ -164,14 +155,15 @@ int StatusInterval(const std::string& dir, double interval, uint64_t count, bool
     const double log_wa = wa(d[0] + d[1], d[0]), raid_wa = wa(d[2], d[0] + d[1]),
                  dev_waf = wa(d[4], d[3]);
     if (json) {
-      auto num = [&](double v) { return std::isnan(v) ? std::string("null") : fixed(v, 6); };
-      std::printf(
-          "{\"seconds\":%s,\"user_bytes_per_sec\":%s,\"gc_bytes_per_sec\":%s,\"trimmed_bytes_per_"
-          "sec\":%s,"
-          "\"wa\":{\"log\":%s,\"raid\":%s,\"device\":%s},\"volumes\":[%s]}\n",
-          fixed(elapsed, 3).c_str(), fixed(d[0] / secs, 0).c_str(), fixed(d[1] / secs, 0).c_str(),
-          fixed(d[5] / secs, 0).c_str(), num(log_wa).c_str(), num(raid_wa).c_str(),
-          num(dev_waf).c_str(), vol_json.c_str());
+      const Json line = Json::object({{"seconds", std::round(elapsed * 1000) / 1000},
+                                      {"user_bytes_per_sec", std::llround(d[0] / secs)},
+                                      {"gc_bytes_per_sec", std::llround(d[1] / secs)},
+                                      {"trimmed_bytes_per_sec", std::llround(d[5] / secs)},
+                                      {"wa", Json::object({{"log", Figure(log_wa)},
+                                                           {"raid", Figure(raid_wa)},
+                                                           {"device", Figure(dev_waf)}})},
+                                      {"volumes", vol_json}});
+      std::printf("%s\n", line.dump().c_str());
     } else {
       std::printf("%8.1f %10.2f %10.2f %10.2f %8s %8s %8s\n", elapsed, d[0] / secs / 1e6,
                   d[1] / secs / 1e6, d[5] / secs / 1e6, fixed(log_wa, 3).c_str(),

@@ -99,11 +99,4 @@ Result<FioResult> RunFio(const std::vector<std::string>& args, const std::string
   return r;
 }
 
-double JsonNumber(const std::string& json, const std::string& key, double fallback) {
-  const std::string k = "\"" + key + "\":";
-  const size_t at = json.find(k);
-  if (at == std::string::npos) return fallback;
-  return std::atof(json.c_str() + at + k.size());
-}
-
 }  // namespace eraid

@@ -24,7 +24,4 @@ Result<FioResult> RunFio(const std::vector<std::string>& args, const std::string
 // The fio URI of an NBD server on a Unix socket.
 std::string NbdUnixUri(const std::string& socket);
 
-// A number from a flat JSON text by key (the first occurrence), or `fallback`.
-double JsonNumber(const std::string& json, const std::string& key, double fallback = 0);
-
 }  // namespace eraid

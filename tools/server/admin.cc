@@ -38,7 +38,7 @@ struct AdminCommand {
   const std::function<bool()>& cancelled;
   // The reply: `text` for people, `j` with --json.
   AdminReply Done(const std::string& text, const Json& j) const {
-    return {0, json ? j.str() + "\n" : text + "\n"};
+    return {0, json ? j.dump() + "\n" : text + "\n"};
   }
 };
 
@@ -74,10 +74,10 @@ AdminReply RunFail(const AdminCommand& c) {
   if (!d.ok()) return Error(2, d.status().message());
   Status s = a.array().FailDevice(*d);
   if (!s.ok()) return Error(1, s.ToString());
-  return c.Done("device " + words[1] + " failed; the array runs degraded",
-                Json()
-                    .Int("failed", *d)
-                    .Str("health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"));
+  return c.Done(
+      "device " + words[1] + " failed; the array runs degraded",
+      Json::object({{"failed", *d},
+                    {"health", a.array().stats().data_at_risk ? "data-at-risk" : "degraded"}}));
 }
 
 // set-io-timeout MILLISECONDS
@@ -89,7 +89,7 @@ AdminReply RunSetIoTimeout(const AdminCommand& c) {
   Status s = a.SetIoTimeout(static_cast<uint32_t>(*ms));
   if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.ToString());
   return c.Done("io timeout " + words[1] + " ms, on every remote drive's connection now",
-                Json().Int("io_timeout_ms", *ms));
+                Json::object({{"io_timeout_ms", *ms}}));
 }
 
 // replace DEVICE [PATH [RATE]] | re-add DEVICE [RATE]
@@ -140,21 +140,24 @@ AdminReply RunRebuild(const AdminCommand& c) {
   if (!s.ok())
     return Error(verb == "re-add" && s.code() == StatusCode::kInvalidArgument ? 2 : 1,
                  s.ToString());
-  Json j = Json().Int("device", *d).Str("path", Shown(a.device_path(*d)));
+  Json j = Json::object({{"device", *d}, {"path", Shown(a.device_path(*d))}});
   if (verb == "replace") {
+    j["bytes"] = bytes;
+    j["seconds"] = Figure(secs);
     return c.Done("device " + words[1] + " rebuilt onto " + Shown(a.device_path(*d)) + ": " +
                       Mib(bytes) + " in " + Fixed(secs, 2) + " s",
-                  j.Int("bytes", bytes).Num("seconds", secs));
+                  j);
   }
   const ReAddReport& r = *readd;
+  j.update(Json::object({{"resynced_bytes", r.resynced_bytes},
+                         {"total_bytes", r.total_bytes},
+                         {"segments_resynced", r.segments_resynced},
+                         {"segments_total", r.segments_total},
+                         {"seconds", Figure(secs)}}));
   return c.Done("device " + words[1] + " re-added: " + Mib(r.resynced_bytes) + " resynced of " +
                     Mib(r.total_bytes) + " (" + std::to_string(r.segments_resynced) + " of " +
                     std::to_string(r.segments_total) + " segments) in " + Fixed(secs, 2) + " s",
-                j.Int("resynced_bytes", r.resynced_bytes)
-                    .Int("total_bytes", r.total_bytes)
-                    .Int("segments_resynced", r.segments_resynced)
-                    .Int("segments_total", r.segments_total)
-                    .Num("seconds", secs));
+                j);
 }
 
 // scrub
@@ -173,15 +176,14 @@ AdminReply RunScrub(const AdminCommand& c) {
       " mirror), " + std::to_string(rep.repaired) + " repaired, " +
       std::to_string(rep.unrepairable) + " unrepairable";
   for (const std::string& f : rep.findings) t += "\n  " + f;
-  AdminReply reply = c.Done(t, Json()
-                                   .Int("segments", rep.segments)
-                                   .Int("blocks_checked", rep.blocks_checked)
-                                   .Int("mismatches", mismatches)
-                                   .Int("crc_mismatches", rep.crc_mismatches)
-                                   .Int("parity_mismatches", rep.parity_mismatches)
-                                   .Int("mirror_mismatches", rep.mirror_mismatches)
-                                   .Int("repaired", rep.repaired)
-                                   .Int("unrepairable", rep.unrepairable));
+  AdminReply reply = c.Done(t, Json::object({{"segments", rep.segments},
+                                             {"blocks_checked", rep.blocks_checked},
+                                             {"mismatches", mismatches},
+                                             {"crc_mismatches", rep.crc_mismatches},
+                                             {"parity_mismatches", rep.parity_mismatches},
+                                             {"mirror_mismatches", rep.mirror_mismatches},
+                                             {"repaired", rep.repaired},
+                                             {"unrepairable", rep.unrepairable}}));
   if (rep.unrepairable > 0) reply.rc = 1;
   return reply;
 }
@@ -252,12 +254,11 @@ AdminReply RunConvert(const AdminCommand& c) {
                     words[1] + " in " + Fixed(secs, 2) + " s" +
                     (skipped ? " (" + std::to_string(skipped) + " went away meanwhile)" : "") +
                     (stopped ? " (stopped: the client went away)" : ""),
-                Json()
-                    .Int("converted", converted)
-                    .Int("skipped", skipped)
-                    .Str("to", words[1])
-                    .Int("bytes", bytes)
-                    .Num("seconds", secs));
+                Json::object({{"converted", converted},
+                              {"skipped", skipped},
+                              {"to", words[1]},
+                              {"bytes", bytes},
+                              {"seconds", Figure(secs)}}));
 }
 
 // The commands: verb, how many words (the verb included) it takes, and what runs it.

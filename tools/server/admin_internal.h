@@ -1,5 +1,5 @@
 // The admin commands' shared parts (admin.cc runs the commands, admin_report.cc writes
-// the status, inspect and volume reports): a small JSON writer and the number formats.
+// the status, inspect and volume reports): the number formats and the reports.
 #pragma once
 
 #include <cerrno>
@@ -7,71 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tools/json.h"
 #include "tools/server/admin.h"
 
 namespace eraid::admin_internal {
-
-// A tiny JSON object writer: enough for flat and nested objects of numbers and strings.
-class Json {
- public:
-  Json& Num(const std::string& k, double v) {  // NaN: null
-    if (std::isnan(v)) return Null(k);
-    std::ostringstream o;
-    o.precision(6);
-    o << v;
-    return Raw(k, o.str());
-  }
-  Json& Int(const std::string& k, uint64_t v) { return Raw(k, std::to_string(v)); }
-  Json& Bool(const std::string& k, bool v) { return Raw(k, v ? "true" : "false"); }
-  Json& Str(const std::string& k, const std::string& v) { return Raw(k, Quote(v)); }
-  Json& Obj(const std::string& k, const Json& v) { return Raw(k, v.str()); }
-  Json& Null(const std::string& k) { return Raw(k, "null"); }
-  Json& Ints(const std::string& k, const std::vector<uint32_t>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size();
-         ++i) {  // (not `(i ? "," : "") + ...`: GCC 12's -Wrestrict at -O3)
-      if (i) s += ',';
-      s += std::to_string(v[i]);
-    }
-    return Raw(k, s + "]");
-  }
-  Json& Arr(const std::string& k, const std::vector<Json>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i) s += ',';
-      s += v[i].str();
-    }
-    return Raw(k, s + "]");
-  }
-  std::string str() const { return "{" + body_ + "}"; }
-
-  static std::string Quote(const std::string& v) {
-    std::string s = "\"";
-    for (char c : v) {
-      if (c == '"' || c == '\\') s += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-        s += buf;
-        continue;
-      }
-      s += c;
-    }
-    return s + "\"";
-  }
-
- private:
-  Json& Raw(const std::string& k, const std::string& v) {
-    if (!body_.empty()) body_ += ",";
-    body_ += Quote(k) + ":" + v;
-    return *this;
-  }
-  std::string body_;
-};
 
 inline const char* StateName(DeviceState s) {
   switch (s) {

@@ -8,17 +8,16 @@ namespace {
 
 Json VolumeJson(const VolumeReport& r) {
   const ExtentCounters& c = r.counters;
-  return Json()
-      .Str("name", r.name)
-      .Int("size_bytes", BlocksToBytes(r.size_blocks))
-      .Int("written_bytes", BlocksToBytes(c.user_blocks))
-      .Int("valid_bytes", BlocksToBytes(c.valid_blocks))
-      .Int("trimmed_bytes", BlocksToBytes(c.trimmed_blocks))
-      .Num("wa", Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)),
-                    double(BlocksToBytes(c.user_blocks))))
-      .Int("read_requests", r.reads)
-      .Int("write_requests", r.writes)
-      .Int("connections", uint64_t(r.connections));
+  return Json::object({{"name", r.name},
+                       {"size_bytes", BlocksToBytes(r.size_blocks)},
+                       {"written_bytes", BlocksToBytes(c.user_blocks)},
+                       {"valid_bytes", BlocksToBytes(c.valid_blocks)},
+                       {"trimmed_bytes", BlocksToBytes(c.trimmed_blocks)},
+                       {"wa", Figure(Wa(double(BlocksToBytes(c.user_blocks + c.gc_blocks)),
+                                        double(BlocksToBytes(c.user_blocks))))},
+                       {"read_requests", r.reads},
+                       {"write_requests", r.writes},
+                       {"connections", uint64_t(r.connections)}});
 }
 
 std::string VolumeLine(const VolumeReport& r) {
@@ -39,7 +38,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   const auto links = a.links();
   const VolumeStats vs = a.volume().stats();
   DriveStats sum;
-  std::vector<Json> devices;
+  Json devices = Json::array();
   std::string dev_text;
   const std::vector<DriveStats> drive_stats = a.drive_stats();
   for (uint32_t d = 0; d < drive_stats.size(); ++d) {
@@ -51,21 +50,31 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
     sum.host_stored_bytes += ds.host_stored_bytes;
     sum.flash_write_bytes += ds.flash_write_bytes;
     const DeviceStats& st = as.devices[d];
-    Json link;
+    Json dev = Json::object(
+        {{"index", d},
+         {"path", Shown(a.device_path(d))},
+         {"state", StateName(st.state)},
+         {"reads", st.reads},
+         {"writes", st.writes},
+         {"errors", st.errors},
+         {"physical_bytes", ds.live_bytes},
+         {"flash_bytes", ds.usable_bytes},
+         {"compression", Figure(ds.compression_ratio())},
+         {"device_waf", Figure(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)))}});
     std::string link_text;
     if (d < links.size() && links[d]) {
       const NbdLinkStats& l = *links[d];
-      link.Str("uri", l.uri)
-          .Str("state", l.state)
-          .Str("error", l.error)
-          .Int("requests", l.requests)
-          .Int("timeouts", l.timeouts)
-          .Int("latency_p50_us", l.p50_us)
-          .Int("latency_p99_us", l.p99_us)
-          .Int("abandoned_writes", l.abandoned)
-          .Bool("draining", l.draining)
-          .Int("lane_reads", l.lane_reads)
-          .Int("lanes", l.lanes);
+      dev["link"] = Json::object({{"uri", l.uri},
+                                  {"state", l.state},
+                                  {"error", l.error},
+                                  {"requests", l.requests},
+                                  {"timeouts", l.timeouts},
+                                  {"latency_p50_us", l.p50_us},
+                                  {"latency_p99_us", l.p99_us},
+                                  {"abandoned_writes", l.abandoned},
+                                  {"draining", l.draining},
+                                  {"lane_reads", l.lane_reads},
+                                  {"lanes", l.lanes}});
       link_text =
           "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
           std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
@@ -77,20 +86,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                       : "") +
           "\n";
     }
-    Json dev =
-        Json()
-            .Int("index", d)
-            .Str("path", Shown(a.device_path(d)))
-            .Str("state", StateName(st.state))
-            .Int("reads", st.reads)
-            .Int("writes", st.writes)
-            .Int("errors", st.errors)
-            .Int("physical_bytes", ds.live_bytes)
-            .Int("flash_bytes", ds.usable_bytes)
-            .Num("compression", ds.compression_ratio())
-            .Num("device_waf", Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)));
-    if (d < links.size() && links[d]) dev.Obj("link", link);
-    devices.push_back(dev);
+    devices.push_back(std::move(dev));
     dev_text +=
         "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
         " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
@@ -109,81 +105,75 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   const double raid_wa =
       Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes));
   const double dev_waf = Wa(double(life.flash_written_bytes), double(life.device_stored_bytes));
-  const double total_wa = log_wa * raid_wa * dev_waf;  // NaN if any is
   const double open_log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)),
                                 double(BlocksToBytes(es.user_blocks)));
   const double open_raid_wa =
       Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
   const double open_dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
-  Json counters;
-  ForEachCounter(life, [&](const char* name, uint64_t v) { counters.Int(name, v); });
-  counters.Int("since_unix", life.since_unix).Int("opens", life.opens);
-  if (!a.counters_note().empty()) counters.Str("note", a.counters_note());
+  Json counters = Json::object();
+  ForEachCounter(life, [&](const char* name, uint64_t v) { counters[name] = v; });
+  counters["since_unix"] = life.since_unix;
+  counters["opens"] = life.opens;
+  if (!a.counters_note().empty()) counters["note"] = a.counters_note();
   const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
   const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
   const double compression =
       Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
-  Json j;
-  j.Str("health", health)
-      .Int("io_timeout_ms", a.io_timeout_ms())
-      .Int("capacity_bytes", BlocksToBytes(vs.capacity_blocks))
-      .Int("valid_bytes", BlocksToBytes(es.valid_blocks))
-      .Int("trimmed_bytes", BlocksToBytes(es.trimmed_blocks))
-      .Int("trim_records", es.live_trim_records)
-      .Int("physical_bytes", sum.live_bytes)
-      .Int("flash_bytes", sum.usable_bytes)
-      .Num("physical_use", physical)
-      .Num("compression", compression)
-      .Num("raid10_coverage", coverage)
-      .Obj("segments", Json()
-                           .Int("total", as.segments)
-                           .Int("free", as.free_segments)
-                           .Int("raid5", as.raid5_segments)
-                           .Int("raid10", as.raid10_segments)
-                           .Int("open", as.open_segments)
-                           .Int("untrimmed_free", as.untrimmed_free_segments)
-                           .Int("unmirror_trims", as.pending_unmirror_trims))
-      .Obj("wa", Json()
-                     .Num("log", log_wa)
-                     .Num("raid", raid_wa)
-                     .Num("device", dev_waf)
-                     .Num("total", total_wa))
-      .Obj("wa_since_open", Json()
-                                .Num("log", open_log_wa)
-                                .Num("raid", open_raid_wa)
-                                .Num("device", open_dev_waf)
-                                .Num("total", open_log_wa * open_raid_wa * open_dev_waf))
-      // The lifetime counters the WA figures divide: `eraid status --interval N` takes
-      // differences of them.
-      .Obj("counters", counters)
-      .Obj("conversions", Json()
-                              .Int("to_raid10", as.conversions_to_raid10)
-                              .Int("to_raid5", as.conversions_to_raid5)
-                              .Int("bytes", as.conversion_bytes))
-      .Obj("errors", Json()
-                         .Int("reconstructions", as.reconstructions)
-                         .Int("crc_mismatches", as.crc_mismatches)
-                         .Int("repairs", as.repairs)
-                         .Int("data_loss", as.data_loss))
-      .Arr("devices", devices);
-  std::vector<Json> vol_json;
+  auto wa_json = [](double log, double raid, double device) {
+    return Json::object({{"log", Figure(log)},
+                         {"raid", Figure(raid)},
+                         {"device", Figure(device)},
+                         {"total", Figure(log * raid * device)}});  // NaN if any is
+  };
+  Json j =
+      Json::object({{"health", health},
+                    {"io_timeout_ms", a.io_timeout_ms()},
+                    {"capacity_bytes", BlocksToBytes(vs.capacity_blocks)},
+                    {"valid_bytes", BlocksToBytes(es.valid_blocks)},
+                    {"trimmed_bytes", BlocksToBytes(es.trimmed_blocks)},
+                    {"trim_records", es.live_trim_records},
+                    {"physical_bytes", sum.live_bytes},
+                    {"flash_bytes", sum.usable_bytes},
+                    {"physical_use", Figure(physical)},
+                    {"compression", Figure(compression)},
+                    {"raid10_coverage", Figure(coverage)},
+                    {"segments", Json::object({{"total", as.segments},
+                                               {"free", as.free_segments},
+                                               {"raid5", as.raid5_segments},
+                                               {"raid10", as.raid10_segments},
+                                               {"open", as.open_segments},
+                                               {"untrimmed_free", as.untrimmed_free_segments},
+                                               {"unmirror_trims", as.pending_unmirror_trims}})},
+                    {"wa", wa_json(log_wa, raid_wa, dev_waf)},
+                    {"wa_since_open", wa_json(open_log_wa, open_raid_wa, open_dev_waf)},
+                    // The lifetime counters the WA figures divide: `eraid status --interval N`
+                    // takes differences of them.
+                    {"counters", counters},
+                    {"conversions", Json::object({{"to_raid10", as.conversions_to_raid10},
+                                                  {"to_raid5", as.conversions_to_raid5},
+                                                  {"bytes", as.conversion_bytes}})},
+                    {"errors", Json::object({{"reconstructions", as.reconstructions},
+                                             {"crc_mismatches", as.crc_mismatches},
+                                             {"repairs", as.repairs},
+                                             {"data_loss", as.data_loss}})},
+                    {"devices", devices}});
+  Json vol_json = Json::array();
   std::string vol_text;
   for (const VolumeReport& r : a.volumes().List()) {
     vol_json.push_back(VolumeJson(r));
     vol_text += VolumeLine(r);
   }
-  j.Arr("volumes", vol_json);
+  j["volumes"] = vol_json;
   const SchedulerOptions& so = a.scheduler_options();
   const PhysicalUse use = a.Physical();
   const double budget_use = so.beta > 0 && use.flash_bytes
                                 ? double(use.used_bytes) / (so.beta * double(use.flash_bytes))
                                 : 0;
-  Json sched;
-  sched.Str("policy", PolicyName(so.policy))
-      .Num("beta", so.beta)
-      .Num("budget_use", budget_use)
-      .Int("throttle_bytes_per_sec", so.rate_bytes_per_sec)
-      .Bool("running", a.scheduler() != nullptr);
+  Json sched = Json::object({{"policy", PolicyName(so.policy)},
+                             {"beta", Figure(so.beta)},
+                             {"budget_use", Figure(budget_use)},
+                             {"throttle_bytes_per_sec", so.rate_bytes_per_sec},
+                             {"running", a.scheduler() != nullptr}});
   std::string sched_text =
       "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
       " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
@@ -191,46 +181,46 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   std::string hot_text;
   if (Scheduler* sc = a.scheduler()) {
     const SchedulerStats ss = sc->stats();
-    sched.Int("to_raid10", ss.to_raid10)
-        .Int("to_raid5", ss.to_raid5)
-        .Int("autonomous", ss.autonomous)
-        .Int("swaps", ss.swaps)
-        .Int("second_chances", ss.second_chances)
-        .Int("degraded_steps", ss.degraded_steps)
-        .Int("epochs", ss.epochs)
-        .Int("bytes_moved", ss.bytes_moved)
-        .Int("born_raid10", ss.born_raid10)
-        .Int("born_raid5", ss.born_raid5)
-        .Num("hot_half_life_s", double(so.hotness.half_life_ms) / 1000);
+    sched.update(
+        Json::object({{"to_raid10", ss.to_raid10},
+                      {"to_raid5", ss.to_raid5},
+                      {"autonomous", ss.autonomous},
+                      {"swaps", ss.swaps},
+                      {"second_chances", ss.second_chances},
+                      {"degraded_steps", ss.degraded_steps},
+                      {"epochs", ss.epochs},
+                      {"bytes_moved", ss.bytes_moved},
+                      {"born_raid10", ss.born_raid10},
+                      {"born_raid5", ss.born_raid5},
+                      {"hot_half_life_s", Figure(double(so.hotness.half_life_ms) / 1000)}}));
     sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" +
                   std::to_string(ss.autonomous) + " free), " + std::to_string(ss.to_raid5) +
                   " to RAID5, " + Mib(ss.bytes_moved) + " moved";
     if (as.degraded) sched_text += "; paused while degraded";
     // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
     if (ss.hot_read_coverage >= 0) {
-      j.Num("hot_read_coverage", ss.hot_read_coverage);
+      j["hot_read_coverage"] = Figure(ss.hot_read_coverage);
       hot_text = ", " + Fixed(100 * ss.hot_read_coverage, 1) + "% of recent reads (" +
                  std::to_string(ss.last_epoch_reads) + " in the last epoch)";
     } else {
-      j.Null("hot_read_coverage");
+      j["hot_read_coverage"] = nullptr;
     }
   } else {
-    j.Null("hot_read_coverage");
+    j["hot_read_coverage"] = nullptr;
     sched_text += " (runs while served)";
   }
-  j.Obj("scheduler", sched);
+  j["scheduler"] = sched;
   std::string rebuild_text;
   if (state.rebuilding_device >= 0) {
-    j.Obj("rebuild", Json()
-                         .Int("device", uint64_t(state.rebuilding_device.load()))
-                         .Int("segments_done", state.rebuild_done)
-                         .Int("segments_total", state.rebuild_total)
-                         .Int("bytes", state.rebuild_bytes));
+    j["rebuild"] = Json::object({{"device", uint64_t(state.rebuilding_device.load())},
+                                 {"segments_done", state.rebuild_done.load()},
+                                 {"segments_total", state.rebuild_total.load()},
+                                 {"bytes", state.rebuild_bytes.load()}});
     rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) +
                    ", segment " + std::to_string(state.rebuild_done.load()) + " of " +
                    std::to_string(state.rebuild_total.load()) + "\n";
   }
-  if (json) return {0, j.str() + "\n"};
+  if (json) return {0, j.dump() + "\n"};
   std::string t;
   t += "health:      " + health + "\n";
   t += "capacity:    " + Mib(BlocksToBytes(vs.capacity_blocks)) + " (" +
@@ -267,70 +257,70 @@ AdminReply InspectReport(ArrayDir& a, bool json, uint32_t bins) {
   const ArrayStats as = a.array().stats();
   const std::vector<Volume::SegmentLbas> lbas = a.volume().LbaSummary(g.segments, bins);
   Scheduler* sc = a.scheduler();
-  std::vector<Json> segs;
+  Json segs = Json::array();
   std::string seg_text;
   for (uint32_t i = 0; i < g.segments; ++i) {
     const SegmentInfo si = a.array().segment_info(SegmentId(i));
     if (si.scheme == SegmentScheme::kFree) continue;
     const char* st = si.open ? "open" : si.sealed ? "sealed" : "?";
     const Volume::SegmentLbas& l = lbas[i];
-    Json seg;
-    seg.Int("index", i)
-        .Str("scheme", raid_format::SchemeName(si.scheme))
-        .Str("state", st)
-        .Int("frontier", si.frontier)
-        .Num("alpha_usr", si.alpha_usr)
-        .Num("alpha_pty", si.alpha_pty)
-        .Int("physical_bytes", si.physical_bytes)
-        .Int("valid_blocks", l.valid_blocks);
+    Json seg = Json::object({{"index", i},
+                             {"scheme", raid_format::SchemeName(si.scheme)},
+                             {"state", st},
+                             {"frontier", si.frontier},
+                             {"alpha_usr", Figure(si.alpha_usr)},
+                             {"alpha_pty", Figure(si.alpha_pty)},
+                             {"physical_bytes", si.physical_bytes},
+                             {"valid_blocks", l.valid_blocks}});
     std::string range = "-";
     if (l.valid_blocks > 0) {
-      seg.Int("lba_min", l.lba_min).Int("lba_max", l.lba_max).Ints("lba_histogram", l.histogram);
+      seg["lba_min"] = l.lba_min;
+      seg["lba_max"] = l.lba_max;
+      seg["lba_histogram"] = l.histogram;
       range = std::to_string(l.lba_min) + ".." + std::to_string(l.lba_max);
     } else {
-      seg.Null("lba_min").Null("lba_max");
+      seg["lba_min"] = nullptr;
+      seg["lba_max"] = nullptr;
     }
     std::string heat = "-";
     if (sc) {
       const Scheduler::SegmentHeat h = sc->Heat(SegmentId(i));
-      seg.Num("hotness_score", h.score).Num("hotness_density", h.density);
+      seg["hotness_score"] = Figure(h.score);
+      seg["hotness_density"] = Figure(h.density);
       heat = Fixed(h.density, 3);
     }
-    segs.push_back(seg);
+    segs.push_back(std::move(seg));
     seg_text += "  " + std::to_string(i) + "\t" + raid_format::SchemeName(si.scheme) + "\t" + st +
                 "\t" + std::to_string(si.frontier) + "\t" + std::to_string(l.valid_blocks) + "\t" +
                 range + "\t" + heat + "\t" + Fixed(si.alpha_usr) + "\t" + Fixed(si.alpha_pty) +
                 "\t" + std::to_string(si.physical_bytes) + "\n";
   }
-  std::vector<Json> devs;
+  Json devs = Json::array();
   std::string dev_text;
   for (uint32_t d = 0; d < g.devices; ++d) {
-    devs.push_back(Json()
-                       .Int("index", d)
-                       .Str("path", Shown(a.device_path(d)))
-                       .Str("state", StateName(as.devices[d].state)));
+    devs.push_back(Json::object({{"index", d},
+                                 {"path", Shown(a.device_path(d))},
+                                 {"state", StateName(as.devices[d].state)}}));
     dev_text += "  device " + std::to_string(d) + "  " + StateName(as.devices[d].state) + "  " +
                 Shown(a.device_path(d)) + "\n";
   }
   char id[32];
   std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(a.array().array_id()));
-  Json j;
-  j.Obj("superblock", Json()
-                          .Str("array_id", id)
-                          .Int("devices", g.devices)
-                          .Int("chunk_blocks", g.chunk_blocks)
-                          .Int("rows_per_slot", g.rows_per_slot)
-                          .Int("meta_blocks", g.meta_blocks)
-                          .Int("segments", g.segments)
-                          .Int("segment_positions", g.segment_positions()))
-      .Arr("devices", devs)
-      .Obj("bitmap", Json()
-                         .Int("free", as.free_segments)
-                         .Int("raid5", as.raid5_segments)
-                         .Int("raid10", as.raid10_segments)
-                         .Int("open", as.open_segments))
-      .Arr("segments", segs);
-  if (json) return {0, j.str() + "\n"};
+  const Json j =
+      Json::object({{"superblock", Json::object({{"array_id", id},
+                                                 {"devices", g.devices},
+                                                 {"chunk_blocks", g.chunk_blocks},
+                                                 {"rows_per_slot", g.rows_per_slot},
+                                                 {"meta_blocks", g.meta_blocks},
+                                                 {"segments", g.segments},
+                                                 {"segment_positions", g.segment_positions()}})},
+                    {"devices", devs},
+                    {"bitmap", Json::object({{"free", as.free_segments},
+                                             {"raid5", as.raid5_segments},
+                                             {"raid10", as.raid10_segments},
+                                             {"open", as.open_segments}})},
+                    {"segments", segs}});
+  if (json) return {0, j.dump() + "\n"};
   std::string t = "superblock: array " + std::string(id) + ", " + std::to_string(g.devices) +
                   " devices, chunk " + std::to_string(g.chunk_blocks * 4) + " KiB, " +
                   std::to_string(g.rows_per_slot) + " rows per slot, " +
@@ -361,7 +351,7 @@ AdminReply VolumeCommand(ArrayDir& a, const std::vector<std::string>& words, boo
   Status s;
   if (op == "list" && words.size() == 2) {
     const std::vector<VolumeReport> list = v.List();
-    std::vector<Json> js;
+    Json js = Json::array();
     std::string t = "volumes (" + std::to_string(list.size()) + "; " +
                     Mib(BlocksToBytes(v.provisioned_blocks())) + " provisioned of at most " +
                     Mib(BlocksToBytes(v.limit_blocks())) + ", the array holds " +
@@ -370,12 +360,11 @@ AdminReply VolumeCommand(ArrayDir& a, const std::vector<std::string>& words, boo
       js.push_back(VolumeJson(r));
       t += VolumeLine(r);
     }
-    Json j;
-    j.Arr("volumes", js)
-        .Int("provisioned_bytes", BlocksToBytes(v.provisioned_blocks()))
-        .Int("limit_bytes", BlocksToBytes(v.limit_blocks()))
-        .Int("capacity_bytes", BlocksToBytes(a.volume().capacity_blocks()));
-    return {0, json ? j.str() + "\n" : t};
+    const Json j = Json::object({{"volumes", js},
+                                 {"provisioned_bytes", BlocksToBytes(v.provisioned_blocks())},
+                                 {"limit_bytes", BlocksToBytes(v.limit_blocks())},
+                                 {"capacity_bytes", BlocksToBytes(a.volume().capacity_blocks())}});
+    return {0, json ? j.dump() + "\n" : t};
   } else if ((op == "create" || op == "resize") && words.size() == 4) {
     auto blocks = size_of(words[3]);
     if (!blocks.ok()) return Error(2, blocks.status().message());
@@ -387,7 +376,7 @@ AdminReply VolumeCommand(ArrayDir& a, const std::vector<std::string>& words, boo
   }
   if (!s.ok()) return Error(s.code() == StatusCode::kInvalidArgument ? 2 : 1, s.message());
   const std::string what = op + "d volume " + words[2];
-  return {0, json ? Json().Str("volume", words[2]).Str("done", op).str() + "\n" : what + "\n"};
+  return {0, json ? Json::object({{"volume", words[2]}, {"done", op}}).dump() + "\n" : what + "\n"};
 }
 
 }  // namespace eraid::admin_internal

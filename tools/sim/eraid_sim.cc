@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "log/log_engine.h"
+#include "tools/json.h"
 #include "tools/sim/trace.h"
 
 namespace po = boost::program_options;
@@ -272,36 +273,41 @@ Totals Sum(const Replay& r) {
   return t;
 }
 
-std::string Json(const Options& o, const Replay& r, const TraceInfo& info, double secs) {
+std::string ReplayJson(const Options& o, const Replay& r, const TraceInfo& info, double secs) {
   const Totals t = Sum(r);
-  std::ostringstream js;
-  js << "{\"trace\":\"" << o.trace << "\",\"placement\":\"" << r.placement << "\",\"selection\":\""
-     << r.selection << "\",\"segment_blocks\":" << o.segment_blocks << ",\"gp\":" << o.gp
-     << ",\"volumes\":[";
-  bool first = true;
+  Json volumes = Json::array();
   for (size_t i = 0; i < r.volumes.size(); ++i) {
     const VolumeRun& v = r.volumes[i];
     if (!v.engine) continue;
     const EngineStats& st = v.engine->stats();
-    js << (first ? "" : ",") << "{\"volume\":\"" << info.volumes[i]
-       << "\",\"user_blocks\":" << st.user_blocks << ",\"gc_blocks\":" << st.gc_blocks
-       << ",\"wa\":" << st.wa() << ",\"wss_blocks\":" << info.wss_blocks[i]
-       << ",\"median_victim_gp\":" << Median(st.victim_gps)
-       << ",\"fifo_peak_unique_lbas\":" << v.placement->stats().fifo_unique_lbas_peak
-       << ",\"user_per_class\":[";
-    for (size_t c = 0; c < st.user_per_class.size(); ++c)
-      js << (c ? "," : "") << st.user_per_class[c];
-    js << "],\"gc_per_class\":[";
-    for (size_t c = 0; c < st.gc_per_class.size(); ++c) js << (c ? "," : "") << st.gc_per_class[c];
-    js << "]}";
-    first = false;
+    volumes.push_back(
+        Json::object({{"volume", info.volumes[i]},
+                      {"user_blocks", st.user_blocks},
+                      {"gc_blocks", st.gc_blocks},
+                      {"wa", Figure(st.wa())},
+                      {"wss_blocks", info.wss_blocks[i]},
+                      {"median_victim_gp", Figure(Median(st.victim_gps))},
+                      {"fifo_peak_unique_lbas", v.placement->stats().fifo_unique_lbas_peak},
+                      {"user_per_class", st.user_per_class},
+                      {"gc_per_class", st.gc_per_class}}));
   }
-  js << "],\"overall\":{\"user_blocks\":" << t.user << ",\"gc_blocks\":" << t.gc
-     << ",\"wa\":" << t.wa() << ",\"median_victim_gp\":" << Median(t.gps) << ",\"seconds\":" << secs
-     << ",\"replay_seconds\":" << r.seconds
-     << ",\"blocks_per_second\":" << (secs > 0 ? double(info.written_blocks) / secs : 0)
-     << ",\"peak_rss_kib\":" << PeakRssKiB() << "}}";
-  return js.str();
+  const Json j = Json::object(
+      {{"trace", o.trace},
+       {"placement", r.placement},
+       {"selection", r.selection},
+       {"segment_blocks", o.segment_blocks},
+       {"gp", Figure(o.gp)},
+       {"volumes", volumes},
+       {"overall", Json::object({{"user_blocks", t.user},
+                                 {"gc_blocks", t.gc},
+                                 {"wa", Figure(t.wa())},
+                                 {"median_victim_gp", Figure(Median(t.gps))},
+                                 {"seconds", Figure(secs)},
+                                 {"replay_seconds", Figure(r.seconds)},
+                                 {"blocks_per_second",
+                                  Figure(secs > 0 ? double(info.written_blocks) / secs : 0)},
+                                 {"peak_rss_kib", PeakRssKiB()}})}});
+  return j.dump();
 }
 
 void PrintVolumes(const Replay& r, const TraceInfo& info) {
@@ -329,7 +335,7 @@ void PrintVolumes(const Replay& r, const TraceInfo& info) {
 void Report(const Options& o, const std::vector<std::unique_ptr<Replay>>& runs,
             const TraceInfo& info, double secs) {
   if (o.json) {
-    for (const auto& r : runs) std::cout << Json(o, *r, info, secs) << "\n";
+    for (const auto& r : runs) std::cout << ReplayJson(o, *r, info, secs) << "\n";
     return;
   }
   if (o.csv) {
