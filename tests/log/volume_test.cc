@@ -138,7 +138,7 @@ TEST(VolumeTest, ConcurrentFlushesShareRoundsAndEachIsDurable) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   Rig rig("sepbit");
-  for (auto& d : rig.devs) d->SetLatency(2'000'000);  // 2 ms a device operation: rounds overlap
+  for (auto& d : rig.faulty) d->SetLatency(2'000'000);  // 2 ms a device operation: rounds overlap
   constexpr int kThreads = 8, kBursts = 6;
   std::barrier sync(kThreads);
   std::vector<Block> last(kThreads);
@@ -167,7 +167,7 @@ TEST(VolumeTest, ConcurrentFlushesShareRoundsAndEachIsDurable) {
   EXPECT_LT(st.flush_rounds, st.flush_requests) << "no flush shared a round";
   std::printf("%llu flushes answered by %llu rounds\n", (unsigned long long)st.flush_requests,
               (unsigned long long)st.flush_rounds);
-  for (auto& d : rig.devs) d->ClearFaults();
+  for (auto& d : rig.faulty) d->ClearFaults();
   rig.PowerCutAndReopen(seed);
   if (HasFatalFailure()) return;
   Block back(kBlockSize);
@@ -277,7 +277,7 @@ TEST(VolumeTest, DeviceFailsUnderLoad) {
   Model model;
   Block b(kBlockSize), back(kBlockSize);
   for (int i = 0; i < 8000; ++i) {
-    if (i == 3000) rig.devs[2]->FailStop();
+    if (i == 3000) rig.faulty[2]->FailStop();
     uint64_t lba = rng() % (cap / 4);
     FillBlockWithCompressibility(b, 50, rng);
     ASSERT_TRUE(rig.volume->Write(lba, b).ok()) << "writes go on degraded";
@@ -326,21 +326,12 @@ TEST(VolumeTest, FreeSpaceTriggerUsesFreeSpaceFirst) {
 TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
-  std::vector<std::unique_ptr<MemBackend>> flash;
-  std::vector<std::unique_ptr<CompressedDrive>> drives;
-  std::vector<Backend*> devs;
   DriveOptions dopt;
   dopt.erase_unit_blocks = 16;
   dopt.write_cache_blocks = 64;
-  for (int d = 0; d < 4; ++d) {
-    flash.push_back(std::make_unique<MemBackend>(8192));
-    drives.push_back(std::move(CompressedDrive::Format(*flash.back(), dopt)).value());
-    devs.push_back(drives.back().get());
-  }
-  ArrayOptions ao;
-  ao.chunk_blocks = 4;
-  ao.rows_per_slot = 4;
-  auto array = std::move(ElasticArray::Create(devs, ao)).value();
+  CompressedDrives drives(4, 8192, dopt);
+  auto array = MakeArray(drives.devs);
+  ASSERT_NE(array, nullptr);
   auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
   const uint64_t cap = volume->capacity_blocks();
   auto make = [](uint64_t lba, uint64_t salt, Block* b) {

@@ -24,6 +24,7 @@
 #include "compress/mem_backend.h"
 #include "raid/array.h"
 #include "tests/support/seed.h"
+#include "tests/support/stack.h"
 
 namespace eraid {
 namespace {
@@ -40,26 +41,12 @@ void RunSeed(uint64_t seed, Totals* totals) {
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const auto devices = static_cast<uint32_t>(3 + rng() % 4);
-  PowerDomain power;
-  std::vector<std::unique_ptr<MemBackend>> media;
-  std::vector<std::unique_ptr<FaultyBackend>> faulty;
-  std::vector<Backend*> devs;
-  for (uint32_t d = 0; d < devices; ++d) {
-    media.push_back(std::make_unique<MemBackend>(4096));
-    faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
-    faulty.back()->JoinPowerDomain(&power);
-    devs.push_back(faulty.back().get());
-  }
-  ArrayOptions o;
-  o.chunk_blocks = 4;
-  o.rows_per_slot = 4;
-  auto array = std::move(ElasticArray::Create(devs, o)).value();
-  auto fresh_device = [&]() -> Backend* {
-    media.push_back(std::make_unique<MemBackend>(4096));
-    faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
-    faulty.back()->JoinPowerDomain(&power);
-    return faulty.back().get();
-  };
+  FaultyDevices rig(devices, 4096, /*in_one_power_domain=*/true);
+  std::vector<Backend*>& devs = rig.devs;
+  PowerDomain& power = rig.power;
+  auto array = MakeArray(devs);
+  ASSERT_NE(array, nullptr);
+  auto fresh_device = [&]() -> Backend* { return rig.Add(); };
 
   std::map<Key, Block> durable;  // acknowledged by a flush (or a seal)
   std::map<Key, Block> pending;  // appended since the last completed flush
@@ -69,11 +56,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
 
   auto restart = [&]() {
     array.reset();
-    for (auto& f : faulty) {
-      if (!f->crashed()) f->Crash(rng());
-    }
-    power.Disarm();
-    for (auto& f : faulty) f->Restart();
+    rig.CrashAndRestartWith(rng);
     auto reopened = ElasticArray::Open(devs);
     ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
     array = std::move(reopened).value();
@@ -274,18 +257,10 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
   std::printf("seed=%llu\n", (unsigned long long)seed);
   for (uint64_t round = 0; round < 8; ++round) {
     SCOPED_TRACE("seed=" + std::to_string(seed + round));
-    std::vector<std::unique_ptr<MemBackend>> media;
-    std::vector<std::unique_ptr<FaultyBackend>> faulty;
-    std::vector<Backend*> devs;
-    for (uint32_t d = 0; d < 4; ++d) {
-      media.push_back(std::make_unique<MemBackend>(8192));
-      faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
-      devs.push_back(faulty.back().get());
-    }
-    ArrayOptions o;
-    o.chunk_blocks = 4;
-    o.rows_per_slot = 4;
-    auto array = std::move(ElasticArray::Create(devs, o)).value();
+    FaultyDevices rig(4, 8192);
+    std::vector<Backend*>& devs = rig.devs;
+    auto array = MakeArray(devs);
+    ASSERT_NE(array, nullptr);
     const bool deferred = round % 2 == 1;
     array->set_defer_row_writes(deferred);
     const bool row_writer_thread = round % 4 == 3;
@@ -362,9 +337,9 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
     // The row writer's own writes are let finish first (a device's power cut is not made
     // to race them); in the other deferred rounds rows may still be queued at the cut.
     if (row_writer_thread) array->WriteQueuedRowsNow();
-    for (auto& f : faulty) f->Crash(seed + round);  // with rows maybe still queued
+    for (auto& f : rig.faulty) f->Crash(seed + round);  // with rows maybe still queued
     array.reset();
-    for (auto& f : faulty) f->Restart();
+    for (auto& f : rig.faulty) f->Restart();
     auto reopened = ElasticArray::Open(devs);
     ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
     array = std::move(reopened).value();

@@ -20,34 +20,22 @@
 #include "compress/mem_backend.h"
 #include "raid/metadata.h"
 #include "tests/support/seed.h"
+#include "tests/support/stack.h"
 
 namespace eraid {
 namespace {
 
 using Block = std::vector<std::byte>;
 
-struct Rig {
-  std::vector<std::unique_ptr<MemBackend>> media;
-  std::vector<std::unique_ptr<FaultyBackend>> faulty;
-  std::vector<std::unique_ptr<MemBackend>> spares;
-  std::vector<Backend*> devs;
+// An array over fault-injecting devices, and what each (segment, position) holds.
+struct Rig : FaultyDevices {
   std::unique_ptr<ElasticArray> array;
   std::map<std::pair<uint32_t, uint32_t>, Block> model;
   std::mt19937_64 rng;
 
   Rig(uint32_t devices, uint32_t chunk, uint32_t rows, uint64_t device_blocks, uint64_t seed)
-      : rng(seed) {
-    for (uint32_t d = 0; d < devices; ++d) {
-      media.push_back(std::make_unique<MemBackend>(device_blocks));
-      faulty.push_back(std::make_unique<FaultyBackend>(*media.back()));
-      devs.push_back(faulty.back().get());
-    }
-    ArrayOptions o;
-    o.chunk_blocks = chunk;
-    o.rows_per_slot = rows;
-    auto a = ElasticArray::Create(devs, o);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    array = std::move(a).value();
+      : FaultyDevices(devices, device_blocks), rng(seed) {
+    array = MakeArray(devs, chunk, rows);
   }
   Block RandomBlock() {
     Block b(kBlockSize);
@@ -146,12 +134,9 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     EXPECT_TRUE(rig.array->stats().degraded);
     EXPECT_EQ(rig.array->stats().devices[f].state, DeviceState::kFailed);
     // Replace and rebuild online, with progress reported per segment.
-    rig.spares.push_back(std::make_unique<MemBackend>(4096));
+    Backend* spare = rig.Add();
     uint32_t reports = 0;
-    ASSERT_TRUE(
-        rig.array
-            ->Replace(f, rig.spares.back().get(), 0, [&](const RebuildProgress&) { ++reports; })
-            .ok());
+    ASSERT_TRUE(rig.array->Replace(f, spare, 0, [&](const RebuildProgress&) { ++reports; }).ok());
     EXPECT_EQ(reports, rig.array->geometry().segments);
     EXPECT_FALSE(rig.array->stats().degraded);
     auto scrub = rig.array->Scrub();
@@ -160,7 +145,7 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     EXPECT_EQ(scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
     EXPECT_EQ(scrub->unrepairable, 0u);
     // The rebuilt device really holds its share: lose another one and read everything.
-    rig.devs[f] = rig.spares.back().get();
+    rig.devs[f] = spare;
     ASSERT_TRUE(rig.array->FailDevice((f + 1) % shape.devices).ok());
     rig.VerifyAll("after rebuild, another device failed");
     rig.Reopen();
@@ -461,21 +446,12 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
 }
 
 TEST(ArrayTest, CompressionRatiosFromTheDrives) {
-  std::vector<std::unique_ptr<MemBackend>> flash;
-  std::vector<std::unique_ptr<CompressedDrive>> drives;
-  std::vector<Backend*> devs;
   DriveOptions o;
   o.erase_unit_blocks = 16;
   o.max_flashalloc_ranges = 4;
-  for (int d = 0; d < 4; ++d) {
-    flash.push_back(std::make_unique<MemBackend>(8192));
-    drives.push_back(std::move(CompressedDrive::Format(*flash.back(), o)).value());
-    devs.push_back(drives.back().get());
-  }
-  ArrayOptions ao;
-  ao.chunk_blocks = 4;
-  ao.rows_per_slot = 4;
-  auto array = std::move(ElasticArray::Create(devs, ao)).value();
+  CompressedDrives drives(4, 8192, o);
+  auto array = MakeArray(drives.devs);
+  ASSERT_NE(array, nullptr);
   SegmentId s = array->AllocateSegment(SegmentScheme::kRaid5).value();
   std::mt19937_64 rng(1);
   Block b(kBlockSize);
@@ -498,26 +474,19 @@ TEST(ArrayTest, CompressionRatiosFromTheDrives) {
 }
 
 // Four compressing drives, whose stats count every compression they do.
-struct CompressedRig {
-  std::vector<std::unique_ptr<MemBackend>> flash;
-  std::vector<std::unique_ptr<CompressedDrive>> drives;
-  std::vector<Backend*> devs;
+struct CompressedRig : CompressedDrives {
   std::unique_ptr<ElasticArray> array;
 
-  explicit CompressedRig(uint32_t write_cache_blocks) {
+  static DriveOptions Options(uint32_t write_cache_blocks) {
     DriveOptions o;
     o.erase_unit_blocks = 16;
     o.max_flashalloc_ranges = 8;
     o.write_cache_blocks = write_cache_blocks;
-    for (int d = 0; d < 4; ++d) {
-      flash.push_back(std::make_unique<MemBackend>(8192));
-      drives.push_back(std::move(CompressedDrive::Format(*flash.back(), o)).value());
-      devs.push_back(drives.back().get());
-    }
-    ArrayOptions ao;
-    ao.chunk_blocks = 4;
-    ao.rows_per_slot = 8;
-    array = std::move(ElasticArray::Create(devs, ao)).value();
+    return o;
+  }
+  explicit CompressedRig(uint32_t write_cache_blocks)
+      : CompressedDrives(4, 8192, Options(write_cache_blocks)) {
+    array = MakeArray(devs, 4, 8);
   }
   uint64_t compressions() const { return Sum(&DriveStats::compressed_blocks); }
   uint64_t given_records() const { return Sum(&DriveStats::given_records); }
@@ -812,13 +781,8 @@ TEST(ArrayTest, BadInputAndForeignDevices) {
   auto r = ElasticArray::Open(mixed);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("another array"), std::string::npos) << r.status().ToString();
-  std::vector<std::unique_ptr<MemBackend>> blank;
-  std::vector<Backend*> blanks;
-  for (int i = 0; i < 4; ++i) {
-    blank.push_back(std::make_unique<MemBackend>(4096));
-    blanks.push_back(blank.back().get());
-  }
-  EXPECT_EQ(ElasticArray::Open(blanks).status().code(), StatusCode::kCorruption);
+  FaultyDevices blank(4);
+  EXPECT_EQ(ElasticArray::Open(blank.devs).status().code(), StatusCode::kCorruption);
 }
 
 // Re-add after an outage: a device loses power with writes in its cache (a random part

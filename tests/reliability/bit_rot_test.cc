@@ -77,7 +77,7 @@ void Flip(Rig& rig, std::mt19937_64& rng, const std::vector<uint32_t>& devices, 
     ASSERT_TRUE(rig.media[d]->Read(Lba(lba), stored).ok());
     if (stored == zeros) continue;  // never written (or trimmed): a flip there rots nothing
     ASSERT_TRUE(
-        rig.devs[d]->FlipBit(Lba(lba), static_cast<uint32_t>(rng() % (kBlockSize * 8))).ok());
+        rig.faulty[d]->FlipBit(Lba(lba), static_cast<uint32_t>(rng() % (kBlockSize * 8))).ok());
     ++hits->flips[AreaOf(g, lba)];
     ++i;
   }
@@ -155,7 +155,7 @@ TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
     // The metadata may be beyond repair on enough devices; then Open says so.
     rig.volume.reset();
     rig.array.reset();
-    auto a = ElasticArray::Open(rig.ptrs);
+    auto a = ElasticArray::Open(rig.devs);
     if (!a.ok()) {
       ++refused;
       std::printf("seed=%llu: the array refuses to open: %s\n", (unsigned long long)seed,

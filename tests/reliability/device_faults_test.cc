@@ -53,10 +53,8 @@ void VerifyAll(Rig& rig, const Model& model, uint64_t span, const char* when) {
 
 // Rebuilds device d onto a fresh memory device (kept alive by the rig).
 Status Rebuild(Rig& rig, uint32_t d) {
-  rig.media.push_back(std::make_unique<MemBackend>(4096));
-  rig.devs.push_back(std::make_unique<FaultyBackend>(*rig.media.back()));
-  rig.ptrs[d] = rig.devs.back().get();
-  return rig.array->Replace(d, rig.ptrs[d]);
+  rig.devs[d] = rig.Add();
+  return rig.array->Replace(d, rig.devs[d]);
 }
 
 TEST(DeviceFaultsTest, EachDeviceFailsInTurnUnderLoadThenRebuilds) {
@@ -69,7 +67,7 @@ TEST(DeviceFaultsTest, EachDeviceFailsInTurnUnderLoadThenRebuilds) {
     const uint64_t span = rig.volume->capacity_blocks() / 3;
     const int fail_at = 500 + static_cast<int>(rng() % 3000);
     Load(rig, model, rng, span, 5000, [&](int i) {
-      if (i == fail_at) rig.devs[victim]->FailStop();
+      if (i == fail_at) rig.faulty[victim]->FailStop();
     });
     EXPECT_TRUE(rig.array->stats().degraded);
     EXPECT_EQ(rig.array->stats().devices[victim].state, DeviceState::kFailed);
@@ -95,7 +93,7 @@ TEST(DeviceFaultsTest, ReadAndWriteErrorsOnOneDevice) {
     const uint64_t span = rig.volume->capacity_blocks() / 3;
     Load(rig, model, rng, span, 3000);
     // EIO on the whole of device 1 for one kind of operation, from now on.
-    rig.devs[1]->FailRange(Lba(0), 4096, ops);
+    rig.faulty[1]->FailRange(Lba(0), 4096, ops);
     if (reads) {
       VerifyAll(rig, model, span, "reads failing on device 1");
     } else {
@@ -117,7 +115,7 @@ TEST(DeviceFaultsTest, ASlowDeviceSlowsButLosesNothing) {
   std::mt19937_64 rng(seed);
   Model model;
   const uint64_t span = rig.volume->capacity_blocks() / 4;
-  rig.devs[2]->SetLatency(200'000);  // 0.2 ms per operation on one device
+  rig.faulty[2]->SetLatency(200'000);  // 0.2 ms per operation on one device
   Load(rig, model, rng, span, 1500);
   VerifyAll(rig, model, span, "slow device");
   const ArrayStats st = rig.array->stats();
@@ -134,13 +132,13 @@ TEST(DeviceFaultsTest, ATornWriteFailsTheDeviceAndAPowerCutLosesNothingFlushed) 
   const int tear_at = 200 + static_cast<int>(rng() % 1500);
   const auto victim = static_cast<uint32_t>(rng() % 4);
   Load(rig, model, rng, span, 2000, [&](int i) {
-    if (i == tear_at) rig.devs[victim]->TearNextWrite(static_cast<uint32_t>(rng() % 4));
+    if (i == tear_at) rig.faulty[victim]->TearNextWrite(static_cast<uint32_t>(rng() % 4));
   });
   EXPECT_EQ(rig.array->stats().devices[victim].state, DeviceState::kFailed)
       << "a torn write fails its device";
   VerifyAll(rig, model, span, "after the torn write");
   // Power cut (unflushed cache contents survive at random), reopen: flushed blocks intact.
-  rig.devs[victim]->ClearFaults();
+  rig.faulty[victim]->ClearFaults();
   rig.PowerCutAndReopen(seed);
   Block back(kBlockSize);
   for (uint64_t lba = 0; lba < span; ++lba) {
@@ -158,12 +156,12 @@ TEST(DeviceFaultsTest, ASecondFailureDuringRebuildIsDataAtRiskNeverWrongData) {
   Load(rig, model, rng, span, 6000);
   ASSERT_TRUE(rig.volume->Flush().ok());
   model.Flushed();
-  rig.devs[0]->FailStop();
+  rig.faulty[0]->FailStop();
   ASSERT_TRUE(rig.array->FailDevice(0).ok());
   ASSERT_TRUE(rig.array->stats().degraded);
   Block back(kBlockSize);
   // Device 2 dies part-way through the rebuild of device 0.
-  rig.devs[2]->CrashAfterOps(10 + rng() % 60);  // from its n-th operation on, nothing works
+  rig.faulty[2]->CrashAfterOps(10 + rng() % 60);  // from its n-th operation on, nothing works
   Status rebuilt = Rebuild(rig, 0);
   EXPECT_FALSE(rebuilt.ok()) << "the rebuild cannot complete";
   const ArrayStats st = rig.array->stats();

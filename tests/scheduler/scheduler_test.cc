@@ -21,6 +21,7 @@
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
 #include "tests/support/seed.h"
+#include "tests/support/stack.h"
 
 namespace eraid {
 namespace {
@@ -160,29 +161,23 @@ void FillText(std::span<std::byte> b, std::mt19937_64& rng) {
 
 struct Stack {
   ManualClock clock{1};
-  std::vector<std::unique_ptr<MemBackend>> flash;
-  std::vector<std::unique_ptr<CompressedDrive>> drives;
+  CompressedDrives drives;
   std::unique_ptr<ElasticArray> array;
   std::unique_ptr<Volume> volume;
   std::unique_ptr<Scheduler> scheduler;
 
-  explicit Stack(uint64_t flash_blocks = 6144, double expansion = 2.0) {
-    std::vector<Backend*> devs;
+  static DriveOptions Options(double expansion) {
     DriveOptions d;
     d.erase_unit_blocks = 16;
     d.expansion = expansion;
-    for (int i = 0; i < 4; ++i) {
-      flash.push_back(std::make_unique<MemBackend>(flash_blocks));
-      drives.push_back(std::move(CompressedDrive::Format(*flash.back(), d)).value());
-      devs.push_back(drives.back().get());
-    }
-    ArrayOptions ao;
-    ao.chunk_blocks = 4;
-    ao.rows_per_slot = 4;
-    array = std::move(ElasticArray::Create(devs, ao, clock)).value();
+    return d;
+  }
+  explicit Stack(uint64_t flash_blocks = 6144, double expansion = 2.0)
+      : drives(4, flash_blocks, Options(expansion)) {
+    array = MakeArray(drives.devs, 4, 4, clock);
     volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
   }
-  PhysicalUse Physical() const { return DrivesPhysicalUse(drives); }
+  PhysicalUse Physical() const { return DrivesPhysicalUse(drives.drives); }
   void StartScheduler(SchedulerOptions o) {
     scheduler = std::make_unique<Scheduler>(
         *array, *volume, [this] { return Physical(); }, o, clock);
@@ -533,20 +528,10 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
     std::printf("seed=%llu\n", (unsigned long long)seed);
     SCOPED_TRACE("seed=" + std::to_string(seed));
     std::mt19937_64 rng(seed);
-    PowerDomain power;
-    std::vector<std::unique_ptr<MemBackend>> media;
-    std::vector<std::unique_ptr<FaultyBackend>> devs;
-    std::vector<Backend*> ptrs;
-    for (int d = 0; d < 4; ++d) {
-      media.push_back(std::make_unique<MemBackend>(4096));
-      devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
-      devs.back()->JoinPowerDomain(&power);
-      ptrs.push_back(devs.back().get());
-    }
-    ArrayOptions ao;
-    ao.chunk_blocks = 4;
-    ao.rows_per_slot = 4;
-    auto array = std::move(ElasticArray::Create(ptrs, ao)).value();
+    FaultyDevices rig(4, 4096, /*in_one_power_domain=*/true);
+    PowerDomain& power = rig.power;
+    auto array = MakeArray(rig.devs);
+    ASSERT_NE(array, nullptr);
     auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
     const uint64_t span = volume->capacity_blocks() / 2;
     std::map<uint64_t, Block> durable;
@@ -591,13 +576,9 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
       sched.reset();
       volume.reset();
       array.reset();
-      for (auto& d : devs) {
-        if (!d->crashed()) d->Crash(rng());
-      }
-      power.Disarm();
-      for (auto& d : devs) d->Restart();
+      rig.CrashAndRestartWith(rng);
       ++cuts;
-      auto a = ElasticArray::Open(ptrs);
+      auto a = ElasticArray::Open(rig.devs);
       ASSERT_TRUE(a.ok()) << a.status().ToString();
       array = std::move(a).value();
       auto v = Volume::Open(*array, VolumeOptions{});

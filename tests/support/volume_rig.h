@@ -1,4 +1,4 @@
-// A volume over elastic arrays of fault-injecting memory devices, and a model of what each
+// A volume over an elastic array of fault-injecting memory devices, and a model of what each
 // LBA may read back: shared by the volume tests and the reliability suite.
 #pragma once
 
@@ -10,22 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "compress/faulty_backend.h"
-#include "compress/mem_backend.h"
 #include "log/volume.h"
 #include "log/volumes.h"
-#include "raid/array.h"
+#include "tests/support/stack.h"
 
 namespace eraid {
 
 using Block = std::vector<std::byte>;
 
-// Devices in one power domain (by default of 4096 blocks; chunk 4 blocks, 4 rows per slot).
-struct Rig {
-  PowerDomain power;
-  std::vector<std::unique_ptr<MemBackend>> media;
-  std::vector<std::unique_ptr<FaultyBackend>> devs;
-  std::vector<Backend*> ptrs;
+// A volume over an array of devices in one power domain (by default of 4096 blocks; chunk
+// 4 blocks, 4 rows per slot).
+struct Rig : FaultyDevices {
   std::unique_ptr<ElasticArray> array;
   std::unique_ptr<Volume> volume;
   VolumeOptions options;
@@ -33,21 +28,13 @@ struct Rig {
   explicit Rig(const std::string& placement, uint32_t devices = 4,
                GcTrigger gc_when = GcTrigger::kFreeSpace, uint64_t device_blocks = 4096,
                uint32_t chunk_blocks = 4, uint32_t rows_per_slot = 4,
-               uint32_t gc_frees_per_flush = 0, bool named_volumes = false) {
+               uint32_t gc_frees_per_flush = 0, bool named_volumes = false)
+      : FaultyDevices(devices, device_blocks, /*in_one_power_domain=*/true) {
     options.placement = placement;
     if (named_volumes) Volumes::SetOptions(&options);
     options.gc_frees_per_flush = gc_frees_per_flush;
     options.gc_when = gc_when;
-    for (uint32_t d = 0; d < devices; ++d) {
-      media.push_back(std::make_unique<MemBackend>(device_blocks));
-      devs.push_back(std::make_unique<FaultyBackend>(*media.back()));
-      devs.back()->JoinPowerDomain(&power);
-      ptrs.push_back(devs.back().get());
-    }
-    ArrayOptions ao;
-    ao.chunk_blocks = chunk_blocks;
-    ao.rows_per_slot = rows_per_slot;
-    array = std::move(ElasticArray::Create(ptrs, ao)).value();
+    array = MakeArray(devs, chunk_blocks, rows_per_slot);
     auto v = Volume::Create(*array, options);
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     volume = std::move(v).value();
@@ -55,12 +42,8 @@ struct Rig {
   void PowerCutAndReopen(uint64_t seed) {
     volume.reset();
     array.reset();
-    for (auto& d : devs) {
-      if (!d->crashed()) d->Crash(seed);
-    }
-    power.Disarm();
-    for (auto& d : devs) d->Restart();
-    auto a = ElasticArray::Open(ptrs);
+    CrashAndRestart(seed);
+    auto a = ElasticArray::Open(devs);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     array = std::move(a).value();
     Status inv = array->CheckInvariants();
