@@ -197,10 +197,10 @@ class ElasticArray {
   // Converts a sealed segment. A no-op if it already has that scheme.
   Status Convert(SegmentId s, SegmentScheme to);
 
-  Status FailDevice(uint32_t device);
+  Status FailDevice(DeviceIndex device);
   // Rebuilds `fresh` as device `device`, online, segment by segment. `rate_bytes_per_sec`
   // (0 = unlimited) caps the rebuild's writes; `progress` is called after each segment.
-  Status Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec = 0,
+  Status Replace(DeviceIndex device, Backend* fresh, uint64_t rate_bytes_per_sec = 0,
                  const std::function<void(const RebuildProgress&)>& progress = nullptr);
   // Brings back failed device `device` on `returning` — the same drive, back after an
   // outage — by rebuilding only the segments it may lack: those written, converted,
@@ -208,7 +208,7 @@ class ElasticArray {
   // first. Refused (InvalidArgument; use Replace) if the drive is not this array's device
   // `device` of the incarnation that left, or if it was already failed when the array
   // was opened (what it lacks is then unknown). Online, like Replace.
-  Result<ReAddReport> ReAdd(uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec = 0,
+  Result<ReAddReport> ReAdd(DeviceIndex device, Backend* returning, uint64_t rate_bytes_per_sec = 0,
                             const std::function<void(const RebuildProgress&)>& progress = nullptr);
   Result<ScrubReport> Scrub();
 

@@ -11,7 +11,8 @@ using namespace raid_format;  // NOLINT: this file implements that format
 
 // ---------------------------------------------------------------- failure and rebuild
 
-Status ElasticArray::FailDevice(uint32_t device) {
+Status ElasticArray::FailDevice(DeviceIndex id) {
+  const uint32_t device = id.value;
   std::lock_guard lock(mu_);
   if (device >= io_->count()) return Status::InvalidArgument("no device " + std::to_string(device));
   io_->Fail(device);
@@ -19,8 +20,9 @@ Status ElasticArray::FailDevice(uint32_t device) {
   return WriteSuperblocksLocked();
 }
 
-Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_bytes_per_sec,
+Status ElasticArray::Replace(DeviceIndex id, Backend* fresh, uint64_t rate_bytes_per_sec,
                              const std::function<void(const RebuildProgress&)>& progress) {
+  const uint32_t device = id.value;
   {
     std::lock_guard lock(mu_);
     ERAID_RETURN_IF_ERROR(CheckRebuildLocked(device, fresh));
@@ -31,8 +33,9 @@ Status ElasticArray::Replace(uint32_t device, Backend* fresh, uint64_t rate_byte
 }
 
 Result<ReAddReport> ElasticArray::ReAdd(
-    uint32_t device, Backend* returning, uint64_t rate_bytes_per_sec,
+    DeviceIndex id, Backend* returning, uint64_t rate_bytes_per_sec,
     const std::function<void(const RebuildProgress&)>& progress) {
+  const uint32_t device = id.value;
   std::vector<bool> owed;
   {
     std::lock_guard lock(mu_);

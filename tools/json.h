@@ -7,9 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace eraid {
 

@@ -111,7 +111,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
     for (uint32_t d = 0; d < devices; ++d) {
       if (array->stats().devices[d].state == DeviceState::kOk) continue;
       devs[d] = fresh_device();
-      Status st = array->Replace(d, devs[d]);
+      Status st = array->Replace(DeviceIndex(d), devs[d]);
       ASSERT_TRUE(st.ok()) << "rebuilding device " << d << " after the reopen: " << st.ToString();
     }
   };
@@ -180,10 +180,10 @@ void RunSeed(uint64_t seed, Totals* totals) {
         // A device fails and is rebuilt onto a fresh one (the old stays in devs until the
         // rebuild completes, as `eraid replace` renames the new file into place only then).
         const auto d = static_cast<uint32_t>(rng() % devices);
-        if (!array->FailDevice(d).ok()) break;
+        if (!array->FailDevice(DeviceIndex(d)).ok()) break;
         Backend* fresh = fresh_device();
         rebuilding = true;
-        Status st = array->Replace(d, fresh);
+        Status st = array->Replace(DeviceIndex(d), fresh);
         if (std::getenv("ERAID_DEBUG")) std::printf("rebuild %u: %s\n", d, st.ToString().c_str());
         if (!st.ok()) break;
         devs[d] = fresh;
@@ -209,7 +209,7 @@ void RunSeed(uint64_t seed, Totals* totals) {
   }
   // Finally the redundancy itself: lose a device and read everything.
   uint32_t victim = static_cast<uint32_t>(rng() % devices);
-  ASSERT_TRUE(array->FailDevice(victim).ok());
+  ASSERT_TRUE(array->FailDevice(DeviceIndex(victim)).ok());
   Block back(kBlockSize);
   for (const auto& [key, data] : durable) {
     ASSERT_TRUE(array->Read(SegmentId(key.first), key.second, back).ok())

@@ -113,7 +113,7 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     if (f % 2 == 0) {
       rig.faulty[f]->FailStop();  // the array finds out from the errors
     } else {
-      ASSERT_TRUE(rig.array->FailDevice(f).ok());
+      ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(f)).ok());
     }
     rig.VerifyAll("degraded");
     if (f % 2 == 1) {  // failed by command: at once
@@ -136,7 +136,9 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     // Replace and rebuild online, with progress reported per segment.
     Backend* spare = rig.Add();
     uint32_t reports = 0;
-    ASSERT_TRUE(rig.array->Replace(f, spare, 0, [&](const RebuildProgress&) { ++reports; }).ok());
+    ASSERT_TRUE(
+        rig.array->Replace(DeviceIndex(f), spare, 0, [&](const RebuildProgress&) { ++reports; })
+            .ok());
     EXPECT_EQ(reports, rig.array->geometry().segments);
     EXPECT_FALSE(rig.array->stats().degraded);
     auto scrub = rig.array->Scrub();
@@ -146,7 +148,7 @@ TEST_P(ArraySweep, EveryDeviceFailsInTurn) {
     EXPECT_EQ(scrub->unrepairable, 0u);
     // The rebuilt device really holds its share: lose another one and read everything.
     rig.devs[f] = spare;
-    ASSERT_TRUE(rig.array->FailDevice((f + 1) % shape.devices).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex((f + 1) % shape.devices)).ok());
     rig.VerifyAll("after rebuild, another device failed");
     rig.Reopen();
     rig.VerifyAll("reopened degraded");
@@ -200,7 +202,7 @@ TEST(ArrayTest, ConversionsBothWaysKeepDataAndRedundancy) {
     rig.faulty[d]->FailStop();
     rig.VerifyAll("device " + std::to_string(d) + " down after conversions");
     rig.faulty[d]->ClearFaults();
-    ASSERT_TRUE(rig.array->Replace(d, rig.faulty[d].get()).ok());
+    ASSERT_TRUE(rig.array->Replace(DeviceIndex(d), rig.faulty[d].get()).ok());
   }
   // An open segment is not converted.
   SegmentId open = rig.array->AllocateSegment(SegmentScheme::kRaid5).value();
@@ -250,7 +252,7 @@ TEST(ArrayTest, ConversionRepairsBitRotItMeetsAndCopiesNoneOfIt) {
       rig.faulty[d]->FailStop();
       rig.VerifyAll("device " + std::to_string(d) + " down after a conversion that met rot");
       rig.faulty[d]->ClearFaults();
-      ASSERT_TRUE(rig.array->Replace(d, rig.faulty[d].get()).ok());
+      ASSERT_TRUE(rig.array->Replace(DeviceIndex(d), rig.faulty[d].get()).ok());
     }
   }
 }
@@ -262,7 +264,7 @@ TEST(ArrayTest, DegradedReadAmplification) {
     SegmentId s = rig.array->AllocateSegment(scheme).value();
     rig.Fill(s, 10000, false);
     ASSERT_TRUE(rig.array->Seal(s).ok());
-    ASSERT_TRUE(rig.array->FailDevice(1).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(1)).ok());
     uint64_t before = 0, lost_reads = 0;
     for (const auto& d : rig.array->stats().devices) before += d.reads;
     Block back(kBlockSize);
@@ -379,7 +381,7 @@ TEST(ArrayTest, RotInBothSuperblockCopiesOfOneDeviceFailsItAtOpen) {
   EXPECT_EQ(rig.array->stats().devices[2].state, DeviceState::kFailed);
   for (uint32_t d : {0u, 1u, 3u}) EXPECT_EQ(rig.array->stats().devices[d].state, DeviceState::kOk);
   rig.VerifyAll("opened with device 2's superblocks rotten");
-  ASSERT_TRUE(rig.array->Replace(2, rig.faulty[2].get()).ok());  // rebuilt in place
+  ASSERT_TRUE(rig.array->Replace(DeviceIndex(2), rig.faulty[2].get()).ok());  // rebuilt in place
   rig.Reopen();
   EXPECT_EQ(rig.array->stats().devices[2].state, DeviceState::kOk);
   rig.VerifyAll("after the rebuild");
@@ -539,7 +541,7 @@ TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
     }
     Block back(kBlockSize);
     const uint32_t failed = static_cast<uint32_t>(rng() % 4);
-    ASSERT_TRUE(rig.array->FailDevice(failed).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(failed)).ok());
     for (const auto& [at, data] : model) {
       ASSERT_TRUE(rig.array->Read(SegmentId(at.first), at.second, back).ok()) << at.second;
       ASSERT_EQ(back, data) << "segment " << at.first << " position " << at.second << ", device "
@@ -612,7 +614,7 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
     rig.array = std::move(ElasticArray::Open(rig.devs)).value();
     verify("reopened");
     const auto failed = static_cast<uint32_t>(seed % 4);
-    ASSERT_TRUE(rig.array->FailDevice(failed).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(failed)).ok());
     verify("device " + std::to_string(failed) + " failed");
   }
 }
@@ -654,7 +656,7 @@ TEST(ArrayTest, ConversionToRaid10CopiesRecordsWithoutCompressing) {
     EXPECT_EQ(scrub->crc_mismatches + scrub->mirror_mismatches + scrub->unrepairable, 0u)
         << (scrub->findings.empty() ? std::string() : scrub->findings[0]);
     Block back(kBlockSize);
-    ASSERT_TRUE(rig.array->FailDevice(1).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(1)).ok());
     for (const auto& [pos, data] : model) {
       ASSERT_TRUE(rig.array->Read(s, pos, back).ok()) << pos;
       ASSERT_EQ(back, data) << "position " << pos << " with device 1 failed";
@@ -767,7 +769,7 @@ TEST(ArrayTest, BadInputAndForeignDevices) {
   EXPECT_EQ(rig.array->Read(SegmentId(0), 0, b).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(rig.array->AllocateSegment(SegmentScheme::kFree).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(rig.array->FailDevice(9).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.array->FailDevice(DeviceIndex(9)).code(), StatusCode::kInvalidArgument);
   // Devices in the wrong order, too few, or from another array.
   rig.array.reset();
   std::vector<Backend*> swapped = rig.devs;
@@ -829,16 +831,20 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     ASSERT_TRUE(rig.array->Flush().ok());
     rig.VerifyAll("degraded");
 
-    EXPECT_EQ(rig.array->ReAdd(0, rig.devs[0]).status().code(), StatusCode::kInvalidArgument)
+    EXPECT_EQ(rig.array->ReAdd(DeviceIndex(0), rig.devs[0]).status().code(),
+              StatusCode::kInvalidArgument)
         << "healthy";
-    EXPECT_EQ(rig.array->ReAdd(f, rig.devs[1]).status().code(), StatusCode::kInvalidArgument)
+    EXPECT_EQ(rig.array->ReAdd(DeviceIndex(f), rig.devs[1]).status().code(),
+              StatusCode::kInvalidArgument)
         << "another place";
     Rig stranger(4, 4, 2, 8192, seed + 1);
-    EXPECT_EQ(rig.array->ReAdd(f, stranger.devs[f]).status().code(), StatusCode::kInvalidArgument)
+    EXPECT_EQ(rig.array->ReAdd(DeviceIndex(f), stranger.devs[f]).status().code(),
+              StatusCode::kInvalidArgument)
         << "another array";
     rig.faulty[f]->Restart();  // the host is back
     uint32_t reports = 0;
-    auto r = rig.array->ReAdd(f, rig.devs[f], 0, [&](const RebuildProgress&) { ++reports; });
+    auto r = rig.array->ReAdd(DeviceIndex(f), rig.devs[f], 0,
+                              [&](const RebuildProgress&) { ++reports; });
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_FALSE(rig.array->stats().degraded);
     // Owed: the open segment, the new one, the freed one, the converted one (and any
@@ -858,25 +864,25 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     rig.VerifyAll("re-added");
     rig.Fill(open, per_segment, false);
     ASSERT_TRUE(rig.array->Flush().ok());
-    ASSERT_TRUE(rig.array->FailDevice((f + 1) % 4).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex((f + 1) % 4)).ok());
     rig.VerifyAll("re-added, another device failed");
 
     // An image older than the drive that last joined in its place: device 1 is replaced,
     // fails again, and the pre-replacement drive is offered.
     MemBackend spare(8192);
-    ASSERT_TRUE(rig.array->Replace((f + 1) % 4, &spare).ok());
-    ASSERT_TRUE(rig.array->FailDevice((f + 1) % 4).ok());
-    auto old = rig.array->ReAdd((f + 1) % 4, rig.devs[(f + 1) % 4]);
+    ASSERT_TRUE(rig.array->Replace(DeviceIndex((f + 1) % 4), &spare).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex((f + 1) % 4)).ok());
+    auto old = rig.array->ReAdd(DeviceIndex((f + 1) % 4), rig.devs[(f + 1) % 4]);
     EXPECT_EQ(old.status().code(), StatusCode::kInvalidArgument) << old.status().ToString();
     EXPECT_NE(old.status().message().find("generation"), std::string::npos)
         << old.status().ToString();
-    ASSERT_TRUE(rig.array->ReAdd((f + 1) % 4, &spare).ok());
+    ASSERT_TRUE(rig.array->ReAdd(DeviceIndex((f + 1) % 4), &spare).ok());
     rig.devs[(f + 1) % 4] = &spare;
 
     // Failed when the array opens: what it lacks is unknown, only replace brings it back.
-    ASSERT_TRUE(rig.array->FailDevice(0).ok());
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(0)).ok());
     rig.Reopen();
-    auto unknown = rig.array->ReAdd(0, rig.devs[0]);
+    auto unknown = rig.array->ReAdd(DeviceIndex(0), rig.devs[0]);
     EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(unknown.status().message().find("replace"), std::string::npos)
         << unknown.status().ToString();

@@ -54,7 +54,7 @@ void VerifyAll(Rig& rig, const Model& model, uint64_t span, const char* when) {
 // Rebuilds device d onto a fresh memory device (kept alive by the rig).
 Status Rebuild(Rig& rig, uint32_t d) {
   rig.devs[d] = rig.Add();
-  return rig.array->Replace(d, rig.devs[d]);
+  return rig.array->Replace(DeviceIndex(d), rig.devs[d]);
 }
 
 TEST(DeviceFaultsTest, EachDeviceFailsInTurnUnderLoadThenRebuilds) {
@@ -157,7 +157,7 @@ TEST(DeviceFaultsTest, ASecondFailureDuringRebuildIsDataAtRiskNeverWrongData) {
   ASSERT_TRUE(rig.volume->Flush().ok());
   model.Flushed();
   rig.faulty[0]->FailStop();
-  ASSERT_TRUE(rig.array->FailDevice(0).ok());
+  ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(0)).ok());
   ASSERT_TRUE(rig.array->stats().degraded);
   Block back(kBlockSize);
   // Device 2 dies part-way through the rebuild of device 0.

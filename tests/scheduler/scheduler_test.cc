@@ -386,7 +386,7 @@ TEST(SchedulerTest, ADegradedArrayConvertsNothingAndResumesAfterTheRebuild) {
   const uint64_t seed = TestSeed();
   std::printf("seed %llu (ERAID_SEED replays)\n", (unsigned long long)seed);
   HotRig rig(seed);
-  ASSERT_TRUE(rig.st.array->FailDevice(2).ok());
+  ASSERT_TRUE(rig.st.array->FailDevice(DeviceIndex(2)).ok());
   for (int round = 0; round < 20; ++round) rig.Round(0);
   SchedulerStats ss = rig.st.scheduler->stats();
   EXPECT_EQ(ss.to_raid10 + ss.to_raid5, 0u) << "no conversions while degraded";
@@ -398,7 +398,7 @@ TEST(SchedulerTest, ADegradedArrayConvertsNothingAndResumesAfterTheRebuild) {
   MemBackend flash(6144);
   auto fresh = CompressedDrive::Format(flash, d);
   ASSERT_TRUE(fresh.ok());
-  ASSERT_TRUE(rig.st.array->Replace(2, fresh->get()).ok());
+  ASSERT_TRUE(rig.st.array->Replace(DeviceIndex(2), fresh->get()).ok());
   double share = 0;
   for (int round = 0; round < 20; ++round) share = rig.Round(0);
   ss = rig.st.scheduler->stats();
@@ -406,7 +406,8 @@ TEST(SchedulerTest, ADegradedArrayConvertsNothingAndResumesAfterTheRebuild) {
               (unsigned long long)ss.to_raid10);
   EXPECT_GT(ss.to_raid10, 0u);
   EXPECT_GE(share, 0.9) << "what was learnt while degraded is used at once";
-  ASSERT_TRUE(rig.st.array->FailDevice(2).ok());  // the fresh drive dies before the rig
+  ASSERT_TRUE(
+      rig.st.array->FailDevice(DeviceIndex(2)).ok());  // the fresh drive dies before the rig
 }
 
 TEST(SchedulerTest, ThrottleHoldsWithinTenPercent) {

@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
       auto d = MakeDevices("mem", devices, device_blocks, tmp);
       auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
       Fill(*a, scheme, std::min(segments, 8u));
-      if (!a->FailDevice(1).ok()) return 1;
+      if (!a->FailDevice(DeviceIndex(1)).ok()) return 1;
       auto reads = [&] {
         uint64_t r = 0;
         for (const auto& dev : a->stats().devices) r += dev.reads;

@@ -72,7 +72,7 @@ AdminReply RunFail(const AdminCommand& c) {
   const uint32_t devices = a.array().geometry().devices;
   auto d = ParseIndex(words[1], devices, "device");
   if (!d.ok()) return Error(2, d.status().message());
-  Status s = a.array().FailDevice(*d);
+  Status s = a.array().FailDevice(DeviceIndex(*d));
   if (!s.ok()) return Error(1, s.ToString());
   return c.Done(
       "device " + words[1] + " failed; the array runs degraded",
@@ -127,9 +127,9 @@ AdminReply RunRebuild(const AdminCommand& c) {
   Result<ReAddReport> readd = ReAddReport{};
   Status s;
   if (verb == "replace") {
-    s = a.Replace(*d, words.size() >= 3 ? words[2] : "", rate, report);
+    s = a.Replace(DeviceIndex(*d), words.size() >= 3 ? words[2] : "", rate, report);
   } else {
-    readd = a.ReAdd(*d, rate, report);
+    readd = a.ReAdd(DeviceIndex(*d), rate, report);
     s = readd.status();
   }
   const double secs =

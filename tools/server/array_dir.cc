@@ -663,8 +663,9 @@ Status ArrayDir::Lock() {
 
 Status ArrayDir::WriteManifestFile() const { return WriteManifest(dir_, manifest_); }
 
-Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
+Status ArrayDir::Replace(DeviceIndex id, const std::string& with, uint64_t rate_bytes_per_sec,
                          const std::function<void(const RebuildProgress&)>& progress) {
+  const uint32_t d = id.value;
   std::lock_guard lock(replace_mu_);
   if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
   // A remote drive is rebuilt in place onto its own export only when asked (`--with` the
@@ -698,7 +699,7 @@ Status ArrayDir::Replace(uint32_t d, const std::string& with, uint64_t rate_byte
   format.erase_unit_blocks = like->erase_unit_blocks();
   format.expansion = like->expansion();
   ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, format));
-  ERAID_RETURN_IF_ERROR(array_->Replace(d, drive.get(), rate_bytes_per_sec, progress));
+  ERAID_RETURN_IF_ERROR(array_->Replace(id, drive.get(), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR(drive->Flush());
   // The array no longer touches the old drive: swap the objects, then the files.
   std::unique_lock lock_devices(devices_mu_);
@@ -738,8 +739,9 @@ Status ArrayDir::WaitForLateWrites(uint32_t d, const std::string& what) {
                       "; try again once the host answers, or replace it onto another export");
 }
 
-Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
+Result<ReAddReport> ArrayDir::ReAdd(DeviceIndex id, uint64_t rate_bytes_per_sec,
                                     const std::function<void(const RebuildProgress&)>& progress) {
+  const uint32_t d = id.value;
   std::lock_guard lock(replace_mu_);
   if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
   if (array_->stats().devices[d].state != DeviceState::kFailed) {
@@ -756,7 +758,7 @@ Result<ReAddReport> ArrayDir::ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
                                    drive.status().ToString() + "): use replace");
   }
   ERAID_ASSIGN_OR_RETURN(ReAddReport report,
-                         array_->ReAdd(d, drive->get(), rate_bytes_per_sec, progress));
+                         array_->ReAdd(id, drive->get(), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR((*drive)->Flush());
   std::unique_lock lock_devices(devices_mu_);
   std::unique_ptr<CompressedDrive> old_drive = std::move(*drive);

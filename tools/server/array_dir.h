@@ -88,7 +88,7 @@ class ArrayDir {
   // Rebuilds device `d` onto a freshly formatted drive at `with` (empty: a new file that
   // replaces the device's own, renamed into place when the rebuild is done), online. The
   // manifest records the new path. `progress` as ElasticArray::Replace.
-  Status Replace(uint32_t d, const std::string& with, uint64_t rate_bytes_per_sec,
+  Status Replace(DeviceIndex d, const std::string& with, uint64_t rate_bytes_per_sec,
                  const std::function<void(const RebuildProgress&)>& progress);
 
   // Brings back device `d`, failed by an outage, on its own flash (paths_[d], reached
@@ -96,7 +96,7 @@ class ArrayDir {
   // resynced — only the segments it may lack are rebuilt (ElasticArray::ReAdd). A remote
   // drive whose old connection may still deliver writes it abandoned is waited for (up
   // to the I/O timeout), then refused with Busy (as is a rebuild onto its own export).
-  Result<ReAddReport> ReAdd(uint32_t d, uint64_t rate_bytes_per_sec,
+  Result<ReAddReport> ReAdd(DeviceIndex d, uint64_t rate_bytes_per_sec,
                             const std::function<void(const RebuildProgress&)>& progress);
 
   // The log over the whole array (the default volume's LBAs are its first), and the
