@@ -208,6 +208,11 @@ class LogEngine {
   Result<uint64_t> AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time,
                               std::span<const std::byte> data);
   Status SealIfFull(uint32_t index);
+  // Counts segment `index`'s live slots — trim records some LBA still maps to, blocks the
+  // map still points at — calling on_valid(lba) for each of the latter (log_recovery.cc:
+  // recovery derives the counts with it, CheckInvariants checks them with it).
+  template <typename OnValid>
+  uint32_t LiveSlots(uint32_t index, OnValid&& on_valid) const;
   // Writes a trim record for the LBAs of [lba, lba + blocks) that still have a copy in the
   // store and unmaps them all. blocks <= kMaxTrimRecordBlocks.
   Status TrimRecord(uint64_t lba, uint32_t blocks);

@@ -31,6 +31,22 @@ void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<Recovere
   ++stats_.live_segments;
 }
 
+template <typename OnValid>
+uint32_t LogEngine::LiveSlots(uint32_t index, OnValid&& on_valid) const {
+  const Segment& seg = *segments_[index];
+  uint32_t live = 0;
+  for (uint32_t slot = 0; slot < seg.slots.size(); ++slot) {
+    const uint64_t lba = seg.slots[slot].lba;
+    if (IsTrimTag(lba)) {
+      live += trim_refs_.count(Pack(index, slot)) != 0;
+    } else if (lba < map_.size() && map_[lba] == Pack(index, slot)) {
+      ++live;
+      on_valid(lba);
+    }
+  }
+  return live;
+}
+
 Status LogEngine::FinishRecovery() {
   // Newest copy of each LBA wins; a trim record counts as a copy of every LBA of its range.
   std::vector<uint64_t> best_time;
@@ -72,17 +88,10 @@ Status LogEngine::FinishRecovery() {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment* seg = segments_[i].get();
     if (!seg) continue;
-    uint32_t live = 0;
-    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
-      const uint64_t lba = seg->slots[slot].lba;
-      if (IsTrimTag(lba)) {
-        live += trim_refs_.count(Pack(i, slot)) != 0;
-      } else if (map_[lba] == Pack(i, slot)) {
-        ++live;
-        ++stats_.valid_blocks;
-        if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
-      }
-    }
+    const uint32_t live = LiveSlots(i, [&](uint64_t lba) {
+      ++stats_.valid_blocks;
+      if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
+    });
     seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
     n_blocks_ += seg->slots.size();
     if (seg->sealed) n_invalid_sealed_ += seg->n_invalid;
@@ -130,16 +139,7 @@ Status LogEngine::CheckInvariants() const {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg) continue;
-    uint32_t live = 0;
-    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
-      const uint64_t lba = seg->slots[slot].lba;
-      if (IsTrimTag(lba)) {
-        live += trim_refs_.count(Pack(i, slot)) != 0;
-      } else if (lba < map_.size() && map_[lba] == Pack(i, slot)) {
-        ++live;
-        ++valid;
-      }
-    }
+    const uint32_t live = LiveSlots(i, [&](uint64_t) { ++valid; });
     if (seg->n_invalid != seg->slots.size() - live) {
       return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " +
                                 std::to_string(seg->n_invalid) + " but " +
