@@ -16,12 +16,13 @@
 #include "common/crc32c.h"
 #include "common/thread_priority.h"
 #include "compress/completion_queue.h"
+#include "tools/server/array_dir_internal.h"
 
 namespace eraid {
 
+using namespace array_dir_internal;  // NOLINT: the directory's own helpers
+
 namespace {
-constexpr const char* kManifest = "eraid.conf";
-constexpr const char* kMagicLine = "eraid-array-dir 1";
 // The array compresses each full row once, outside its locks, and hands the drives the
 // records (ElasticArray::set_row_codec), so the two copies of a mirrored block cost one
 // compression; the drives compress only what comes without records (parity). The rows
@@ -50,25 +51,6 @@ FileBackendOptions FlashFileOptions() {
   FileBackendOptions fo;
   fo.mapped_reads = true;
   return fo;
-}
-
-// A drive's flash: a remote export (NBD URI) or a local file or block device.
-// `create_size`: a local file missing (or a regular file) is made this size; 0 opens.
-Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t create_size,
-                                           uint32_t io_timeout_ms) {
-  if (NbdBackend::IsUri(path)) {
-    NbdBackendOptions no;
-    no.timeout_ms = io_timeout_ms;
-    ERAID_ASSIGN_OR_RETURN(auto nbd, NbdBackend::Open(path, no));
-    return std::unique_ptr<Backend>(std::move(nbd));
-  }
-  FileBackendOptions fo = FlashFileOptions();
-  if (create_size > 0) {
-    fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
-    fo.size_bytes = create_size;
-  }
-  ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
-  return std::unique_ptr<Backend>(std::move(file));
 }
 
 // A remote drive that could not be reached when the array opened: every request fails,
@@ -105,191 +87,28 @@ class UnreachableBackend final : public Backend {
   CompletionQueue completions_;
 };
 
-Result<uint32_t> ParseTimeoutMs(const std::map<std::string, std::string>& kv,
-                                const std::string& where) {
-  auto it = kv.find("io_timeout_ms");
-  if (it == kv.end()) return 30000u;  // manifests from before remote drives
-  try {
-    const unsigned long v = std::stoul(it->second);
-    if (v > 0 && v <= 86400000ul) return static_cast<uint32_t>(v);
-  } catch (...) {
-  }
-  return Status::Corruption(where + ": bad io_timeout_ms '" + it->second + "'");
-}
-
 std::string DrivePath(const std::string& dir, uint32_t i) {
   return dir + "/drive" + std::to_string(i);
 }
 
-std::string Hex(uint32_t v) {
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", v);
-  return buf;
-}
-
-// The manifest's layout, shared by the lifetime counters' file: a magic line, key=value
-// lines, a CRC32C line; written to a temporary file and renamed into place.
-Status WriteKeyValues(const std::string& dir, const char* name, const char* magic,
-                      const std::map<std::string, std::string>& kv) {
-  std::string body = std::string(magic) + "\n";
-  for (const auto& [k, v] : kv) body += k + "=" + v + "\n";
-  body += "crc32c=" + Hex(Crc32c(body.data(), body.size())) + "\n";
-  const std::string tmp = dir + "/" + name + ".tmp";
-  // Durable before it replaces the old one, and the rename durable before we return:
-  // the volume table orders itself with the data by it (log/volumes.h).
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
-  const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) &&
-                       ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written) return Status::IoError("cannot write " + tmp + ": " + std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(tmp, dir + "/" + name, ec);
-  if (ec) return Status::IoError("cannot rename " + tmp + ": " + ec.message());
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
-}
-
-Status WriteManifest(const std::string& dir, const std::map<std::string, std::string>& kv) {
-  return WriteKeyValues(dir, kManifest, kMagicLine, kv);
-}
-
-Result<std::map<std::string, std::string>> ReadKeyValues(const std::string& dir, const char* name,
-                                                         const char* magic) {
-  const std::string path = dir + "/" + name;
-  std::ifstream f(path);
-  if (!f) return Status::NotFound(path + " missing");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string text = ss.str();
-  const size_t crc_at = text.rfind("crc32c=");
-  if (text.rfind(magic, 0) != 0 || crc_at == std::string::npos) {
-    return Status::Corruption(path + " does not start with '" + magic + "'");
-  }
-  if (Hex(Crc32c(text.data(), crc_at)) != text.substr(crc_at + 7, 8)) {
-    return Status::Corruption(path + ": CRC mismatch");
-  }
-  std::map<std::string, std::string> kv;
-  std::istringstream lines(text.substr(0, crc_at));
-  std::string line;
-  std::getline(lines, line);  // magic
-  while (std::getline(lines, line)) {
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) return Status::Corruption(path + ": bad line '" + line + "'");
-    kv[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return kv;
-}
-
-Result<std::map<std::string, std::string>> ReadManifest(const std::string& dir) {
-  auto kv = ReadKeyValues(dir, kManifest, kMagicLine);
-  if (!kv.ok() && kv.status().code() == StatusCode::kNotFound) {
-    return Status::NotFound("no array in " + dir + " (" + dir + "/" + kManifest + " missing)");
-  }
-  return kv;
-}
-
-// The table of named volumes (docs/format/array-dir.md): volume.NAME=SIZE_BLOCKS EXTENT,...
-constexpr const char* kVolumesFile = "volumes";
-constexpr const char* kVolumesMagic = "eraid-volumes 1";
-
-Status SaveVolumes(const std::string& dir, const std::vector<VolumeRecord>& table) {
-  std::map<std::string, std::string> kv;
-  for (const VolumeRecord& r : table) {
-    std::string extents;
-    for (uint32_t x : r.extents) extents += (extents.empty() ? "" : ",") + std::to_string(x);
-    kv["volume." + r.name] = std::to_string(r.size_blocks) + " " + extents;
-  }
-  return WriteKeyValues(dir, kVolumesFile, kVolumesMagic, kv);
-}
-
-Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
-  ERAID_ASSIGN_OR_RETURN(auto kv, ReadKeyValues(dir, kVolumesFile, kVolumesMagic));
-  const std::string path = dir + "/" + kVolumesFile;
-  std::vector<VolumeRecord> table;
-  for (const auto& [k, v] : kv) {
-    if (k.rfind("volume.", 0) != 0) return Status::Corruption(path + ": unknown key '" + k + "'");
-    VolumeRecord r;
-    r.name = k.substr(7);
-    ERAID_RETURN_IF_ERROR(Volumes::CheckName(r.name).WithContext(path));
-    std::istringstream in(v);
-    std::string extents;
-    if (!(in >> r.size_blocks >> extents) || r.size_blocks == 0)
-      return Status::Corruption(path + ": bad volume '" + r.name + "'");
-    std::istringstream list(extents);
-    std::string x;
-    while (std::getline(list, x, ',')) {
-      try {
-        r.extents.push_back(static_cast<uint32_t>(std::stoul(x)));
-      } catch (...) {
-        return Status::Corruption(path + ": bad extent in volume '" + r.name + "'");
-      }
-    }
-    if (r.extents.size() != (r.size_blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks) {
-      return Status::Corruption(path + ": volume '" + r.name +
-                                "' has the wrong number of extents for its size");
-    }
-    table.push_back(std::move(r));
-  }
-  // The default volume first: its extents are the array's first.
-  std::stable_partition(table.begin(), table.end(),
-                        [](const VolumeRecord& r) { return r.name == Volumes::kDefault; });
-  return table;
-}
-
-// The lifetime counters' file (docs/format/array-dir.md).
-constexpr const char* kStatsFile = "eraid.stats";
-constexpr const char* kStatsMagic = "eraid-array-stats 1";
-constexpr auto kStatsSaveEvery = std::chrono::seconds(10);
-
-uint64_t UnixNow() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-// The fields of LifetimeCounters, by their names in the file and in `status --json`.
-std::vector<std::pair<const char*, uint64_t LifetimeCounters::*>> CounterFields() {
-  return {{"user_written_bytes", &LifetimeCounters::user_written_bytes},
-          {"gc_written_bytes", &LifetimeCounters::gc_written_bytes},
-          {"raid_written_bytes", &LifetimeCounters::raid_written_bytes},
-          {"device_stored_bytes", &LifetimeCounters::device_stored_bytes},
-          {"flash_written_bytes", &LifetimeCounters::flash_written_bytes},
-          {"trimmed_bytes", &LifetimeCounters::trimmed_bytes}};
-}
 }  // namespace
 
-void ForEachCounter(const LifetimeCounters& c,
-                    const std::function<void(const char*, uint64_t)>& fn) {
-  for (const auto& [name, field] : CounterFields()) fn(name, c.*field);
-}
-
-Result<uint64_t> ParseSize(const std::string& text) {
-  if (text.empty()) return Status::InvalidArgument("empty size");
-  size_t end = 0;
-  uint64_t v = 0;
-  try {
-    v = std::stoull(text, &end);
-  } catch (...) {
-    return Status::InvalidArgument("bad size '" + text + "'");
+Result<std::unique_ptr<Backend>> array_dir_internal::OpenFlash(const std::string& path,
+                                                               uint64_t create_size,
+                                                               uint32_t io_timeout_ms) {
+  if (NbdBackend::IsUri(path)) {
+    NbdBackendOptions no;
+    no.timeout_ms = io_timeout_ms;
+    ERAID_ASSIGN_OR_RETURN(auto nbd, NbdBackend::Open(path, no));
+    return std::unique_ptr<Backend>(std::move(nbd));
   }
-  const std::string unit = text.substr(end);
-  int shift = 0;
-  if (unit == "K" || unit == "KiB")
-    shift = 10;
-  else if (unit == "M" || unit == "MiB")
-    shift = 20;
-  else if (unit == "G" || unit == "GiB")
-    shift = 30;
-  else if (unit == "T" || unit == "TiB")
-    shift = 40;
-  else if (!unit.empty())
-    return Status::InvalidArgument("bad size unit in '" + text + "' (use K, M, G, T)");
-  if (v > (UINT64_MAX >> shift)) return Status::InvalidArgument("size too large");
-  return v << shift;
+  FileBackendOptions fo = FlashFileOptions();
+  if (create_size > 0) {
+    fo.create = !std::filesystem::exists(path) || !std::filesystem::is_block_file(path);
+    fo.size_bytes = create_size;
+  }
+  ERAID_ASSIGN_OR_RETURN(auto file, FileBackend::Open(path, fo));
+  return std::unique_ptr<Backend>(std::move(file));
 }
 
 namespace {
@@ -662,111 +481,5 @@ Status ArrayDir::Lock() {
 }
 
 Status ArrayDir::WriteManifestFile() const { return WriteManifest(dir_, manifest_); }
-
-Status ArrayDir::Replace(DeviceIndex id, const std::string& with, uint64_t rate_bytes_per_sec,
-                         const std::function<void(const RebuildProgress&)>& progress) {
-  const uint32_t d = id.value;
-  std::lock_guard lock(replace_mu_);
-  if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
-  // A remote drive is rebuilt in place onto its own export only when asked (`--with` the
-  // same URI); without --with, a local drive goes to a new file renamed over its own.
-  if (with.empty() && NbdBackend::IsUri(paths_[d])) {
-    return Status::InvalidArgument("drive " + std::to_string(d) +
-                                   " is remote: give --with URI (or a path)");
-  }
-  const bool in_place = with.empty();
-  const std::string target = in_place ? paths_[d] + ".new" : with;
-  const bool remote = NbdBackend::IsUri(target);
-  if (!in_place && !remote && std::filesystem::exists(target) &&
-      !std::filesystem::is_block_file(target)) {
-    return Status::InvalidArgument(target + " exists; give a new file or a block device");
-  }
-  uint64_t size = BlocksToBytes(files_[d]->capacity_blocks());
-  for (size_t k = 0; size == 0 && k < files_.size(); ++k)
-    size = BlocksToBytes(files_[k]->capacity_blocks());  // never reached
-  if (!NbdBackend::IsUri(paths_[d]) && !std::filesystem::is_block_file(paths_[d])) {
-    std::error_code ec;
-    const uint64_t file_size = std::filesystem::file_size(paths_[d], ec);
-    if (!ec) size = file_size;
-  }
-  if (target == paths_[d])
-    ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "rebuilt onto its own export"));
-  ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(target, remote ? 0 : size, io_timeout_ms_));
-  // The geometry of the drive it replaces (or, for one that was never reached, of the others).
-  const CompressedDrive* like = drives_[d].get();
-  for (size_t k = 0; like == nullptr && k < drives_.size(); ++k) like = drives_[k].get();
-  DriveOptions format = drive_options_;
-  format.erase_unit_blocks = like->erase_unit_blocks();
-  format.expansion = like->expansion();
-  ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, format));
-  ERAID_RETURN_IF_ERROR(array_->Replace(id, drive.get(), rate_bytes_per_sec, progress));
-  ERAID_RETURN_IF_ERROR(drive->Flush());
-  // The array no longer touches the old drive: swap the objects, then the files.
-  std::unique_lock lock_devices(devices_mu_);
-  // The old drive's counters stay in the array's lifetime figures.
-  const DriveStats old = drives_[d] ? drives_[d]->stats() : DriveStats{};
-  replaced_.host_write_bytes += old.host_write_bytes;
-  replaced_.host_stored_bytes += old.host_stored_bytes;
-  replaced_.flash_write_bytes += old.flash_write_bytes;
-  std::swap(drives_[d], drive);
-  std::swap(files_[d], file);
-  drive.reset();
-  file.reset();
-  if (in_place) {
-    std::error_code ec;
-    std::filesystem::rename(target, paths_[d], ec);
-    if (ec)
-      return Status::IoError("rebuilt onto " + target + " but cannot rename it: " + ec.message());
-  } else {
-    paths_[d] = target;
-    std::lock_guard lock_manifest(manifest_mu_);
-    manifest_["drive." + std::to_string(d)] = target;
-    ERAID_RETURN_IF_ERROR(WriteManifestFile());
-  }
-  return Status::Ok();
-}
-
-Status ArrayDir::WaitForLateWrites(uint32_t d, const std::string& what) {
-  // Writes the old connection abandoned at the failure may still be carried out by the
-  // host (a hung one that resumes, a cut link restored): nothing may be written to the
-  // export until they can no longer land, or one could overwrite newer data.
-  auto* nbd = dynamic_cast<NbdBackend*>(files_[d].get());
-  if (nbd == nullptr) return Status::Ok();
-  Status s = nbd->WaitDrained(io_timeout_ms_);
-  if (s.ok()) return s;
-  return Status::Busy("device " + std::to_string(d) + " cannot be " + what +
-                      " yet: " + s.message() +
-                      "; try again once the host answers, or replace it onto another export");
-}
-
-Result<ReAddReport> ArrayDir::ReAdd(DeviceIndex id, uint64_t rate_bytes_per_sec,
-                                    const std::function<void(const RebuildProgress&)>& progress) {
-  const uint32_t d = id.value;
-  std::lock_guard lock(replace_mu_);
-  if (d >= drives_.size()) return Status::InvalidArgument("no device " + std::to_string(d));
-  if (array_->stats().devices[d].state != DeviceState::kFailed) {
-    return Status::InvalidArgument("device " + std::to_string(d) +
-                                   " is not failed: nothing to re-add");
-  }
-  ERAID_RETURN_IF_ERROR(WaitForLateWrites(d, "re-added"));
-  // A new connection (or file handle), and the drive recovered from its flash as after a
-  // crash: the old objects are those of a failed device and stay until the swap.
-  ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(paths_[d], 0, io_timeout_ms_));
-  auto drive = CompressedDrive::Open(*file, drive_options_);
-  if (!drive.ok()) {
-    return Status::InvalidArgument("device " + std::to_string(d) + " came back unreadable (" +
-                                   drive.status().ToString() + "): use replace");
-  }
-  ERAID_ASSIGN_OR_RETURN(ReAddReport report,
-                         array_->ReAdd(id, drive->get(), rate_bytes_per_sec, progress));
-  ERAID_RETURN_IF_ERROR((*drive)->Flush());
-  std::unique_lock lock_devices(devices_mu_);
-  std::unique_ptr<CompressedDrive> old_drive = std::move(*drive);
-  std::swap(drives_[d], old_drive);
-  std::swap(files_[d], file);
-  old_drive.reset();
-  file.reset();
-  return report;
-}
 
 }  // namespace eraid
