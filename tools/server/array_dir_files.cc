@@ -149,7 +149,6 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
   return table;
 }
 
-
 uint64_t UnixNow() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
