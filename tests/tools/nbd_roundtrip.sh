@@ -77,7 +77,13 @@ c = d["counters"]
 assert c["user_written_bytes"] >= '$BYTES', c
 assert d["wa"]["log"] is not None and d["wa"]["raid"] is not None, d["wa"]
 assert d["wa_since_open"]["log"] is None, d["wa_since_open"]
-assert c["opens"] >= 3 and "note" not in c, c'
+assert c["opens"] >= 3 and "note" not in c, c
+# The open, timed by stage: the stages add up to (at most) the whole.
+o = d["open"]
+assert o["seconds"] > 0 and o["drives_seconds"] > 0 and o["array_seconds"] > 0, o
+assert o["drives_seconds"] + o["array_seconds"] + o["log_seconds"] <= o["seconds"] * 1.001 + 1e-5, o'
+grep -q "eraid: opened .* in .* s (drives" "$WORK/array/serve.log" ||
+  { cat "$WORK/array/serve.log"; echo "nbd_roundtrip: the open time is not in the log"; exit 1; }
 nbdcopy "$URI" "$WORK/out2"
 cmp -n $BYTES "$WORK/img" "$WORK/out2"
 "$ERAID" status --dir "$WORK/array"

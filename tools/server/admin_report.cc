@@ -125,38 +125,44 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                          {"device", Figure(device)},
                          {"total", Figure(log * raid * device)}});  // NaN if any is
   };
-  Json j =
-      Json::object({{"health", health},
-                    {"io_timeout_ms", a.io_timeout_ms()},
-                    {"capacity_bytes", BlocksToBytes(vs.capacity_blocks)},
-                    {"valid_bytes", BlocksToBytes(es.valid_blocks)},
-                    {"trimmed_bytes", BlocksToBytes(es.trimmed_blocks)},
-                    {"trim_records", es.live_trim_records},
-                    {"physical_bytes", sum.live_bytes},
-                    {"flash_bytes", sum.usable_bytes},
-                    {"physical_use", Figure(physical)},
-                    {"compression", Figure(compression)},
-                    {"raid10_coverage", Figure(coverage)},
-                    {"segments", Json::object({{"total", as.segments},
-                                               {"free", as.free_segments},
-                                               {"raid5", as.raid5_segments},
-                                               {"raid10", as.raid10_segments},
-                                               {"open", as.open_segments},
-                                               {"untrimmed_free", as.untrimmed_free_segments},
-                                               {"unmirror_trims", as.pending_unmirror_trims}})},
-                    {"wa", wa_json(log_wa, raid_wa, dev_waf)},
-                    {"wa_since_open", wa_json(open_log_wa, open_raid_wa, open_dev_waf)},
-                    // The lifetime counters the WA figures divide: `eraid status --interval N`
-                    // takes differences of them.
-                    {"counters", counters},
-                    {"conversions", Json::object({{"to_raid10", as.conversions_to_raid10},
-                                                  {"to_raid5", as.conversions_to_raid5},
-                                                  {"bytes", as.conversion_bytes}})},
-                    {"errors", Json::object({{"reconstructions", as.reconstructions},
-                                             {"crc_mismatches", as.crc_mismatches},
-                                             {"repairs", as.repairs},
-                                             {"data_loss", as.data_loss}})},
-                    {"devices", devices}});
+  Json j = Json::object(
+      {{"health", health},
+       {"io_timeout_ms", a.io_timeout_ms()},
+       {"capacity_bytes", BlocksToBytes(vs.capacity_blocks)},
+       {"valid_bytes", BlocksToBytes(es.valid_blocks)},
+       {"trimmed_bytes", BlocksToBytes(es.trimmed_blocks)},
+       {"trim_records", es.live_trim_records},
+       {"physical_bytes", sum.live_bytes},
+       {"flash_bytes", sum.usable_bytes},
+       {"physical_use", Figure(physical)},
+       {"compression", Figure(compression)},
+       {"raid10_coverage", Figure(coverage)},
+       {"segments", Json::object({{"total", as.segments},
+                                  {"free", as.free_segments},
+                                  {"raid5", as.raid5_segments},
+                                  {"raid10", as.raid10_segments},
+                                  {"open", as.open_segments},
+                                  {"untrimmed_free", as.untrimmed_free_segments},
+                                  {"unmirror_trims", as.pending_unmirror_trims}})},
+       {"wa", wa_json(log_wa, raid_wa, dev_waf)},
+       {"wa_since_open", wa_json(open_log_wa, open_raid_wa, open_dev_waf)},
+       // The lifetime counters the WA figures divide: `eraid status --interval N`
+       // takes differences of them.
+       {"counters", counters},
+       {"conversions", Json::object({{"to_raid10", as.conversions_to_raid10},
+                                     {"to_raid5", as.conversions_to_raid5},
+                                     {"bytes", as.conversion_bytes}})},
+       {"errors", Json::object({{"reconstructions", as.reconstructions},
+                                {"crc_mismatches", as.crc_mismatches},
+                                {"repairs", as.repairs},
+                                {"data_loss", as.data_loss}})},
+       {"devices", devices},
+       // How long the open took, by stage (a crash's recovery is in it: the drives replay
+       // their records, the array completes open segments).
+       {"open", Json::object({{"seconds", Figure(a.open_times().total_seconds)},
+                              {"drives_seconds", Figure(a.open_times().drives_seconds)},
+                              {"array_seconds", Figure(a.open_times().array_seconds)},
+                              {"log_seconds", Figure(a.open_times().volume_seconds)}})}});
   Json vol_json = Json::array();
   std::string vol_text;
   for (const VolumeReport& r : a.volumes().List()) {
@@ -248,6 +254,12 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   t += "errors:      " + std::to_string(as.reconstructions) + " reconstructed, " +
        std::to_string(as.crc_mismatches) + " CRC mismatches, " + std::to_string(as.repairs) +
        " repaired, " + std::to_string(as.data_loss) + " lost\n";
+  const ArrayDir::OpenTimes& ot = a.open_times();
+  if (ot.total_seconds > 0) {
+    t += "opened in:   " + Fixed(ot.total_seconds, 2) + " s (drives " +
+         Fixed(ot.drives_seconds, 2) + " s, array " + Fixed(ot.array_seconds, 2) + " s, log " +
+         Fixed(ot.volume_seconds, 2) + " s)\n";
+  }
   t += sched_text + "\n" + rebuild_text + "volumes:\n" + vol_text + "devices:\n" + dev_text;
   return {0, t};
 }

@@ -117,6 +117,13 @@ class ArrayDir {
   Scheduler* scheduler() { return scheduler_.get(); }
   const SchedulerOptions& scheduler_options() const { return scheduler_options_; }
   PhysicalUse Physical() const;
+  // How long Open took, by stage: the drives (their checkpoints and, after a crash, the
+  // records written since), the array (superblocks, bitmap, every segment's summaries)
+  // and the log (adopting the segments, mapping every LBA). Zero for a created array.
+  struct OpenTimes {
+    double drives_seconds = 0, array_seconds = 0, volume_seconds = 0, total_seconds = 0;
+  };
+  const OpenTimes& open_times() const { return open_times_; }
 
  private:
   // Waits until no write abandoned by device d's failed connection can land; Busy if it
@@ -149,6 +156,7 @@ class ArrayDir {
   std::unique_ptr<Scheduler> scheduler_;
   LifetimeCounters lifetime_base_;  // as loaded at open (opens counted)
   std::string counters_note_;
+  OpenTimes open_times_;
   DriveStats replaced_;         // counters of drives replaced since open (under devices_mu_)
   mutable std::mutex save_mu_;  // one writer of DIR/eraid.stats at a time
   std::thread saver_;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -81,6 +82,10 @@ int AfterFork() {
   auto a = eraid::ArrayDir::Open(g_dir);
   if (!a.ok()) return Fail(a.status());
   g_array = std::move(a).value();
+  // In the server's log (DIR/serve.log when run with --daemon), and in `eraid status`.
+  const eraid::ArrayDir::OpenTimes& t = g_array->open_times();
+  std::fprintf(stderr, "eraid: opened %s in %.2f s (drives %.2f s, array %.2f s, log %.2f s)\n",
+               g_dir.c_str(), t.total_seconds, t.drives_seconds, t.array_seconds, t.volume_seconds);
   g_array->StartServing();
   g_admin = std::make_unique<eraid::AdminServer>(*g_array, [] { nbdkit_shutdown(); });
   eraid::Status s = g_admin->Start();

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# How the served stack's memory and start-up grow with the size of its drives (issue 22):
+# for each drive size, four emulated drives over sparse files, and
+#  - the start time and resident memory of a fresh array (`eraid serve --daemon` returns
+#    once the array answers),
+#  - anonymous memory grown per 4 KiB block written, over random 64 KiB writes (50%
+#    compressible, QD 16) of 4 GiB or half the volume, whichever is less,
+#  - the start time after a clean stop and after a SIGKILL of the server, each with the
+#    page cache dropped first (root only; otherwise noted), and the resident memory then.
+# Memory is the serving nbdkit process's RssAnon and RssFile (/proc/PID/status).
+# Usage: tools/bench/scale-bench.sh [--quick] [--sizes "1G 4G 16G 64G"] [--build DIR]
+#                                   [--dir TMPDIR]
+#   --quick: sizes 256M and 1G, printed only; a full run rewrites the scale-bench section
+#   of docs/benchmarks.md. TMPDIR must hold the sparse files' written part (~1.5× the
+#   bytes written per size).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+. "$ROOT/tools/bench/lib.sh"
+BUILD=$ROOT/build
+QUICK=0
+SIZES=""
+TMPBASE=${TMPDIR:-/tmp}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --sizes) SIZES=$2; shift ;;
+    --build) BUILD=$2; shift ;;
+    --dir) TMPBASE=$2; shift ;;
+    -h|--help) usage_from_header "$0"; exit 0 ;;
+    *) echo "scale-bench: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+ERAID=$BUILD/tools/eraid
+[ -x "$ERAID" ] || { echo "scale-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
+need fio nbdkit python3
+[ -n "$SIZES" ] || SIZES=$([ "$QUICK" = 1 ] && echo "256M 1G" || echo "1G 4G 16G 64G")
+WORK=$(mktemp -d "$TMPBASE/eraid-scale-bench.XXXXXX")
+cleanup() {
+  for a in "$WORK"/*/; do [ -d "$a" ] && "$ERAID" stop --dir "${a%/}" >/dev/null 2>&1 || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+drop_caches() {
+  sync
+  if [ -w /proc/sys/vm/drop_caches ]; then echo 3 > /proc/sys/vm/drop_caches; return 0; fi
+  return 1
+}
+# kib FIELD PID: a field of /proc/PID/status, in KiB.
+kib() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status"; }
+# start DIR: serves DIR; prints "seconds rss_anon_kib rss_file_kib".
+start() {
+  local t0 t1 pid
+  t0=$(date +%s.%N)
+  "$ERAID" serve --dir "$1" --daemon >/dev/null
+  t1=$(date +%s.%N)
+  pid=$(serve_pid "$1")
+  echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $(kib RssAnon "$pid") $(kib RssFile "$pid")"
+}
+
+CACHE_NOTE="page cache dropped before each restart"
+drop_caches || CACHE_NOTE="page cache NOT dropped (not root): restarts read warm files"
+ROWS=""
+for size in $SIZES; do
+  A=$WORK/$size
+  say scale-bench "$size drives: create"
+  "$ERAID" create --dir "$A" --devices 4 --device-size "$size" >/dev/null
+  read -r fresh_s fresh_anon fresh_file < <(start "$A")
+  cap=$(json_num "$("$ERAID" status --dir "$A" --json)" capacity_bytes)
+  bytes=$((cap / 2 < 4 << 30 ? cap / 2 : 4 << 30))
+  bytes=$((bytes / 65536 * 65536))
+  pid=$(serve_pid "$A")
+  anon0=$(kib RssAnon "$pid")
+  say scale-bench "$size drives: $((bytes >> 20)) MiB of random 64 KiB writes"
+  fio --name=fill --ioengine=nbd --uri="nbd+unix:///?socket=$A/nbd.sock" --rw=randwrite --bs=64k \
+      --iodepth=16 --io_size="$bytes" --size="$cap" --buffer_compress_percentage=50 --refill_buffers \
+      --randrepeat=0 >/dev/null 2>&1
+  anon1=$(kib RssAnon "$pid")
+  per_block=$(awk -v a="$anon0" -v b="$anon1" -v n="$bytes" 'BEGIN {printf "%.1f", (b - a) * 1024 / (n / 4096)}')
+  "$ERAID" stop --dir "$A" >/dev/null
+  drop_caches || true
+  say scale-bench "$size drives: restart after a clean stop"
+  read -r clean_s clean_anon clean_file < <(start "$A")
+  pkill -KILL -f -- "dir=$A" 2>/dev/null || true
+  pkill -KILL -f -- "serve --dir $A" 2>/dev/null || true
+  sleep 1
+  drop_caches || true
+  say scale-bench "$size drives: restart after SIGKILL"
+  read -r kill_s kill_anon kill_file < <(start "$A")
+  "$ERAID" stop --dir "$A" >/dev/null
+  ROWS+="| 4 × $size | $((cap >> 20)) | $fresh_s | $((fresh_anon >> 10)) / $((fresh_file >> 10)) | $((bytes >> 20)) | $per_block | $clean_s | $((clean_anon >> 10)) / $((clean_file >> 10)) | $kill_s | $((kill_anon >> 10)) / $((kill_file >> 10)) |"$'\n'
+  rm -rf "$A"
+done
+
+SECTION=$WORK/section.md
+{
+  echo "Command: \`tools/bench/scale-bench.sh${SIZES:+ --sizes \"$SIZES\"}\` ($(date -u +%Y-%m-%d), load average before: $LOAD_BEFORE; $CACHE_NOTE)."
+  echo "Resident memory is the serving nbdkit process's, anonymous / file-backed, in MiB."
+  echo
+  echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s' "$ROWS"
+} > "$SECTION"
+cat "$SECTION"
+[ "$QUICK" = 1 ] || write_section scale-bench "$SECTION"
