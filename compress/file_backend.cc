@@ -126,6 +126,7 @@ Result<std::unique_ptr<FileBackend>> FileBackend::Open(const std::string& path,
     void* m =
         ::mmap(nullptr, BlocksToBytes(backend->capacity_blocks_), PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) return Status::IoError(Errno("mmap " + path, errno));
+    (void)::madvise(m, BlocksToBytes(backend->capacity_blocks_), MADV_RANDOM);  // advice only
     InstallSigbusHandler();
     backend->map_ = static_cast<const std::byte*>(m);
   }
@@ -298,13 +299,15 @@ struct ThreadRing {
 
 Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
-  if (map_ != nullptr && GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size()))
+  if (map_ != nullptr && buf.size() < kRingReadMinBytes &&
+      GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size()))
     return Status::Ok();
   return RingRead(lba, buf);
 }
 
 Status FileBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
-  if (map_ != nullptr && offset_bytes <= BlocksToBytes(capacity_blocks_) &&
+  if (map_ != nullptr && out.size() < kRingReadMinBytes &&
+      offset_bytes <= BlocksToBytes(capacity_blocks_) &&
       out.size() <= BlocksToBytes(capacity_blocks_) - offset_bytes &&
       GuardedCopy(out.data(), map_ + offset_bytes, out.size())) {
     return Status::Ok();

@@ -14,7 +14,11 @@
 // the mapping (a disk error, the file cut short by someone else) arrives as SIGBUS; a
 // handler turns it back into a read through the ring, which reports the error as usual.
 // Writes, trims and flushes always go through the ring. (TSan builds never map: TSan
-// does not let a SIGBUS in its memcpy reach the handler.)
+// does not let a SIGBUS in its memcpy reach the handler.) The mapping is advised
+// MADV_RANDOM: a fault reads the page it needs, not the kernel's read-around window
+// (a drive's open reads one header page per erase unit; with read-around it paged in
+// every byte of its flash, 4 GiB of file-backed RSS for four 1 GiB drives). Reads of
+// kRingReadMinBytes or more go through the ring instead, with the file's own readahead.
 //
 // With `direct` (O_DIRECT) every buffer must be 4 KiB aligned. Without it, every
 // kWritebackKickBytes written the file's dirty pages are sent to the disk in the
@@ -72,6 +76,9 @@ class FileBackend final : public Backend {
  private:
   enum class OpKind : uint8_t { kRead, kWrite, kTrim, kFlush, kNop, kWriteback };
   static constexpr uint64_t kWritebackKickBytes = 256 << 10;
+  // Reads this large skip the mapping (see above): an erase unit read by the drive's GC
+  // or its recovery, which page by page would be one synchronous fault per 4 KiB.
+  static constexpr uint64_t kRingReadMinBytes = 64 << 10;
   struct Op {
     OpKind kind;
     uint64_t offset_bytes;
