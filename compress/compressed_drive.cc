@@ -497,7 +497,7 @@ void CompressedDrive::Flusher() {
 Status CompressedDrive::Close() {
   ERAID_RETURN_IF_ERROR(DrainCache());
   std::lock_guard lock(mu_);
-  return CheckpointLocked();
+  return CheckpointLocked(/*clean=*/true);
 }
 
 DriveStats CompressedDrive::stats() const {

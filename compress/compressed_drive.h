@@ -228,13 +228,16 @@ class CompressedDrive final : public Backend {
   // Its first half: every record with seq <= `seq` written to flash (not yet flushed).
   Status WriteUpToLocked(uint64_t seq);
   // Waits for a checkpoint being written without the lock, then writes one.
-  Status CheckpointLocked();
+  // `clean` (Close only): marks the checkpoint as the last thing written (see
+  // kCheckpointClean); the next record, or erase, first writes one that is not.
+  Status CheckpointLocked(bool clean = false);
+  // Before anything changes the flash after a clean checkpoint: a checkpoint that is not.
+  Status DirtyLocked() { return clean_on_flash_ ? CheckpointLocked() : Status::Ok(); }
   // The same, holding `lock` (on mu_) only to take the image: the writes it needs and
   // both flash flushes run without it. Does nothing if another is being written.
   // REQUIRES: `lock` holds mu_; holds it again on return.
   Status CheckpointOutsideLock(std::unique_lock<std::mutex>& lock);
   // The checkpoint image of the map and the EU table now, and its header.
-  std::vector<std::byte> EncodeCheckpointLocked(drive_format::CheckpointHeader* header);
   // The two halves of it: the copy of the state, under mu_ (a memcpy of the map), and the
   // CRC and header, which need no lock. `slot` is resized to the slot's size.
   void SnapshotCheckpointLocked(drive_format::CheckpointHeader* header,
@@ -335,6 +338,7 @@ class CompressedDrive final : public Backend {
   uint64_t ckpt_seq_ = 0;     // every record with seq <= this is reflected in the checkpoint
   uint64_t durable_seq_ = 0;  // every record with seq <= this is on flash and flushed
   uint64_t ckpt_count_ = 0;
+  bool clean_on_flash_ = false;  // the newest checkpoint on flash is a clean one
   uint64_t bytes_since_ckpt_ = 0;
   uint64_t use_clock_ = 0;  // orders FlashAlloc ranges for eviction
   DriveStats stats_;

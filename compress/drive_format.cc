@@ -96,7 +96,7 @@ void EncodeCheckpointHeader(const CheckpointHeader& h, std::span<std::byte> bloc
   Writer w(block);
   w.U64(kCheckpointMagic);
   w.U32(kDriveFormatVersion);
-  w.U32(0);
+  w.U32(h.flags);
   w.U64(h.ckpt_seq);
   w.U64(h.next_seq);
   w.U64(h.ckpt_count);
@@ -115,8 +115,8 @@ Result<CheckpointHeader> DecodeCheckpointHeader(std::span<const std::byte> block
     return Status::Corruption("checkpoint header CRC mismatch");
   }
   if (r.U32() != kDriveFormatVersion) return Status::NotSupported("checkpoint version");
-  r.U32();
   CheckpointHeader h;
+  h.flags = r.U32();
   h.ckpt_seq = r.U64();
   h.next_seq = r.U64();
   h.ckpt_count = r.U64();

@@ -67,7 +67,14 @@ struct Superblock {
 void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block);
 Result<Superblock> DecodeSuperblock(std::span<const std::byte> block);
 
+// Checkpoint flags. kCheckpointClean: written by Close with nothing after it — every
+// erase unit's state and write pointer in the payload are exact, so an open need not
+// scan the erase units for later records. (The field was zero before: a drive from
+// then is scanned, as it always was.)
+inline constexpr uint32_t kCheckpointClean = 1;
+
 struct CheckpointHeader {
+  uint32_t flags = 0;
   uint64_t ckpt_seq = 0;  // every record with seq <= ckpt_seq is reflected
   uint64_t next_seq = 0;
   uint64_t ckpt_count = 0;  // which checkpoint this is (the larger valid one wins)

@@ -60,6 +60,7 @@ Status CompressedDrive::EraseGarbageEus(std::unique_lock<std::mutex>& lock) {
     }
   }
   if (picked.empty()) return Status::Ok();
+  ERAID_RETURN_IF_ERROR(DirtyLocked());  // the clean checkpoint says they hold records
   for (uint32_t v : picked) eus_[v].state = Eu::State::kErasing;
   erasing_eus_ += static_cast<uint32_t>(picked.size());
   // However this ends, the EUs go back: erased and free, or sealed as they were.

@@ -224,6 +224,7 @@ Status CompressedDrive::SealLocked(uint32_t stream) {
 
 Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std::byte* payload,
                                      uint64_t* loc) {
+  ERAID_RETURN_IF_ERROR(DirtyLocked());
   const uint32_t len = h->record_bytes();
   auto fits = [&] {
     return streams_[stream].eu >= 0 &&
@@ -346,17 +347,21 @@ Status CompressedDrive::SyncUpToLocked(uint64_t seq) {
   return Status::Ok();
 }
 
-Status CompressedDrive::CheckpointLocked() {
+Status CompressedDrive::CheckpointLocked(bool clean) {
   // One being written without the lock: this one follows it. (Never from inside a
   // collection: AppendLocked waited before it began.)
   WaitForBackgroundLocked();
   ERAID_RETURN_IF_ERROR(FlushLocked());
   CheckpointHeader h;
-  std::vector<std::byte> slot = EncodeCheckpointLocked(&h);
+  std::vector<std::byte> slot;
+  SnapshotCheckpointLocked(&h, &slot);
+  h.flags = clean ? kCheckpointClean : 0;
+  SealCheckpoint(&h, &slot);
   ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot)
                             .WithContext("checkpoint"));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   CheckpointWrittenLocked(h, slot.size());
+  clean_on_flash_ = clean;
   return Status::Ok();
 }
 
@@ -393,6 +398,7 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
   ERAID_RETURN_IF_ERROR(st);
   durable_seq_ = std::max(durable_seq_, upto);
   CheckpointWrittenLocked(h, slot.size());
+  clean_on_flash_ = false;
   return Status::Ok();
 }
 
@@ -402,13 +408,6 @@ void CompressedDrive::CheckpointWrittenLocked(const CheckpointHeader& h, uint64_
   ++stats_.checkpoints;
   ckpt_count_ = h.ckpt_count;
   ckpt_seq_ = h.ckpt_seq;
-}
-
-std::vector<std::byte> CompressedDrive::EncodeCheckpointLocked(CheckpointHeader* header) {
-  std::vector<std::byte> slot;
-  SnapshotCheckpointLocked(header, &slot);
-  SealCheckpoint(header, &slot);
-  return slot;
 }
 
 void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,

@@ -49,6 +49,9 @@ Status CompressedDrive::RecoverLocked() {
   }
   const uint64_t ckpt_seq = best_header.ckpt_seq;
   uint64_t max_seq = std::max<uint64_t>(best_header.next_seq, 1) - 1;
+  // After a clean close the checkpoint is exact: each EU as it records it, nothing to
+  // scan for (one header page per EU was most of an open: 16,384 random reads per 4 GiB).
+  const bool clean = (best_header.flags & kCheckpointClean) != 0;
 
   // 2. Scan every erase unit for records newer than the checkpoint.
   struct Found {
@@ -63,6 +66,15 @@ Status CompressedDrive::RecoverLocked() {
   free_eus_.clear();
   for (uint32_t i = 0; i < num_eus_; ++i) {
     eus_[i] = Eu{};
+    if (clean) {
+      if (ckpt_eus[i].used) {
+        eus_[i] = Eu{Eu::State::kSealed, 0, ckpt_eus[i].gen, ckpt_eus[i].write_ptr, 0, 0};
+        max_seq = std::max(max_seq, ckpt_eus[i].gen);
+      } else {
+        free_eus_.push_back(i);
+      }
+      continue;
+    }
     const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
     // The header page first; then only the pages that can hold records after `start`
     // (a clean shutdown leaves nothing to read past each EU's checkpointed end).
