@@ -106,5 +106,21 @@ for args in "--pattern nope" "--pattern mixed --wss-blocks 100 --seq-blocks 100"
     echo "ok   eraid-tracegen $args -> $(cat "$WORK/err")"
   fi
 done
+# The bench scripts' shared parser (tools/bench/lib.sh bench_args): an unknown option or a
+# missing value exits 2 with one line naming the script; --help prints its header.
+BENCH=$(cd "$(dirname "$0")/../../tools/bench" && pwd)
+for script in nbd-bench.sh scale-bench.sh fio-matrix wa; do
+  name=${script%.sh}
+  for args in "--bogus" "--build"; do
+    # shellcheck disable=SC2086  # words
+    out=$("$BENCH/$script" $args 2>"$WORK/err"); rc=$?
+    if [ $rc -ne 2 ] || [ -n "$out" ] || [ "$(wc -l < "$WORK/err")" -ne 1 ] || ! grep -q "^$name: " "$WORK/err"; then
+      echo "FAIL: $script $args (exit $rc): $(cat "$WORK/err")"; failures=$((failures + 1))
+    else
+      echo "ok   $script $args -> $(cat "$WORK/err")"
+    fi
+  done
+  "$BENCH/$script" --help | grep -qi "usage" || { echo "FAIL: $script --help"; failures=$((failures + 1)); }
+done
 [ $failures -eq 0 ] && echo "cli_bad_args: all bad arguments refused cleanly" || echo "cli_bad_args: $failures failures"
 exit $((failures > 0))

@@ -15,17 +15,8 @@ BUILD=$ROOT/build
 QUICK=0
 RUNTIME=20
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1; RUNTIME=3 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    --runtime) RUNTIME=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "conversion-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_defaults() { RUNTIME=3; }  # --quick
+bench_args conversion-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "conversion-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit

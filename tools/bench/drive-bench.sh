@@ -15,16 +15,7 @@ ROOT=$PWD
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "drive-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args drive-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE' "$@"
 BENCH=$BUILD/tools/bench/eraid-drive-bench
 [ -x "$BENCH" ] || { echo "drive-bench: $BENCH not built (run tools/eraid.sh build)" >&2; exit 1; }
 command -v fio >/dev/null || { echo "drive-bench: fio missing (tools/install-deps.sh)" >&2; exit 1; }

@@ -16,17 +16,8 @@ BUILD=$ROOT/build
 QUICK=0
 RUNTIME=60
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1; RUNTIME=15 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    --runtime) RUNTIME=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "gc-bench: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_defaults() { RUNTIME=15; }  # --quick
+bench_args gc-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "gc-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit

@@ -16,6 +16,39 @@ write_section() {
 # without the comment marks: its --help, however long the block grows.
 usage_from_header() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
 
+# bench_args NAME 'SPEC' "$@": a bench script's command line. SPEC names its options, one
+# per word: "--runtime=RUNTIME" takes a value into RUNTIME, "--trace=TRACES[]" appends one
+# to the array TRACES, "--docs=DOCS!" is a flag (DOCS=1). "--quick=QUICK!" is a flag too,
+# and then also calls the script's quick_defaults function, if it has one, where it stands
+# among the options (a later option still overrides what the quick run set). -h/--help
+# prints the script's header comment. An unknown option, or one without its value, exits
+# 2 with a message that names the script.
+bench_args() {
+  local bench_name=$1 bench_spec=$2 bench_word bench_var
+  shift 2
+  while [ $# -gt 0 ]; do
+    case "$1" in -h|--help) usage_from_header "$0"; exit 0 ;; esac
+    bench_var=""
+    for bench_word in $bench_spec; do
+      if [ "${bench_word%%=*}" = "$1" ]; then bench_var=${bench_word#*=}; break; fi
+    done
+    [ -n "$bench_var" ] || { echo "$bench_name: unknown option $1 (see --help)" >&2; exit 2; }
+    case "$bench_var" in
+      *!)
+        printf -v "${bench_var%!}" 1
+        if [ "$1" = --quick ] && declare -F quick_defaults >/dev/null; then quick_defaults; fi ;;
+      *)
+        [ $# -ge 2 ] || { echo "$bench_name: $1 needs a value (see --help)" >&2; exit 2; }
+        case "$bench_var" in
+          *'[]') eval "${bench_var%[]}+=(\"\$2\")" ;;
+          *) printf -v "$bench_var" '%s' "$2" ;;
+        esac
+        shift ;;
+    esac
+    shift
+  done
+}
+
 # ---- a served array's own cost per I/O (nbd-bench, gc-bench)
 
 # serve_pid DIR: the nbdkit process `eraid serve --dir DIR` runs (its child).

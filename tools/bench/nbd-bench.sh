@@ -30,19 +30,9 @@ RUNTIME=20
 ROUNDS=4
 TMPBASE=${TMPDIR:-/tmp}
 RAMBASE=/dev/shm
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1; RUNTIME=3; ROUNDS=1 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    --ram-dir) RAMBASE=$2; shift ;;
-    --runtime) RUNTIME=$2; shift ;;
-    --rounds) ROUNDS=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "nbd-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_defaults() { RUNTIME=3; ROUNDS=1; }  # --quick
+bench_args nbd-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --ram-dir=RAMBASE --runtime=RUNTIME
+  --rounds=ROUNDS' "$@"
 case "$RUNTIME$ROUNDS" in *[!0-9]*) echo "nbd-bench: --runtime and --rounds take whole numbers" >&2; exit 2 ;; esac
 [ "$ROUNDS" -ge 1 ] && [ "$RUNTIME" -ge "$ROUNDS" ] || { echo "nbd-bench: need 1 <= --rounds <= --runtime" >&2; exit 2; }
 ERAID=$BUILD/tools/eraid

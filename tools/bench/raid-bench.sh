@@ -12,16 +12,7 @@ ROOT=$PWD
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "raid-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args raid-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE' "$@"
 BENCH=$BUILD/tools/bench/eraid-raid-bench
 [ -x "$BENCH" ] || { echo "raid-bench: $BENCH not built (run tools/eraid.sh build)" >&2; exit 1; }
 SEGS=$([ "$QUICK" = 1 ] && echo 8 || echo 64)

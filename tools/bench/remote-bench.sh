@@ -20,18 +20,8 @@ QUICK=0
 RUNTIME=20
 ROUNDS=4
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1; RUNTIME=4; ROUNDS=1 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    --runtime) RUNTIME=$2; shift ;;
-    --rounds) ROUNDS=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "remote-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+quick_defaults() { RUNTIME=4; ROUNDS=1; }  # --quick
+bench_args remote-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --rounds=ROUNDS' "$@"
 case "$RUNTIME$ROUNDS" in *[!0-9]*) echo "remote-bench: --runtime and --rounds take whole numbers" >&2; exit 2 ;; esac
 [ "$ROUNDS" -ge 1 ] && [ "$RUNTIME" -ge "$ROUNDS" ] || { echo "remote-bench: need 1 <= --rounds <= --runtime" >&2; exit 2; }
 ERAID=$BUILD/tools/eraid

@@ -22,17 +22,7 @@ BUILD=$ROOT/build
 QUICK=0
 SIZES=""
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1 ;;
-    --sizes) SIZES=$2; shift ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "scale-bench: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args scale-bench '--quick=QUICK! --sizes=SIZES --build=BUILD --dir=TMPBASE' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "scale-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit python3

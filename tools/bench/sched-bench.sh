@@ -12,16 +12,7 @@ ROOT=$PWD
 BUILD=$ROOT/build
 QUICK=0
 OUTDIR=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1 ;;
-    --build) BUILD=$2; shift ;;
-    --out) OUTDIR=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "sched-bench: unknown option $1" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args sched-bench '--quick=QUICK! --build=BUILD --out=OUTDIR' "$@"
 BENCH=$BUILD/tools/bench/eraid-sched-bench
 [ -x "$BENCH" ] || { echo "sched-bench: $BENCH not built (run tools/eraid.sh build)" >&2; exit 1; }
 WORK=$(mktemp -d)

@@ -13,15 +13,7 @@ ROOT=$PWD
 . "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 PRINT=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) BUILD=$2; shift ;;
-    --print) PRINT=1 ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "tenants-bench: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args tenants-bench '--build=BUILD --print=PRINT!' "$@"
 BENCH=$BUILD/tools/bench/eraid-tenants-bench
 [ -x "$BENCH" ] || { echo "tenants-bench: $BENCH not built (run tools/eraid.sh build)" >&2; exit 1; }
 OUT=$(mktemp)

@@ -16,16 +16,7 @@ ROOT=$PWD
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --quick) QUICK=1 ;;
-    --build) BUILD=$2; shift ;;
-    --dir) TMPBASE=$2; shift ;;
-    -h|--help) usage_from_header "$0"; exit 0 ;;
-    *) echo "volume-bench: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-  shift
-done
+bench_args volume-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "volume-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit
