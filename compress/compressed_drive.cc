@@ -53,7 +53,7 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
                              (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes - kMaxRecordBytes)
                        : 0;
       }()),
-      map_(g.logical_blocks, kUnmapped),
+      map_(g.logical_blocks),
       eus_(g.num_eus),
       streams_(kFirstRangeStream + options.max_flashalloc_ranges) {
   free_eus_.reserve(num_eus_);
@@ -286,7 +286,7 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out, StoredBlock* k
     bool from_flash = false;
     {
       std::lock_guard lock(mu_);
-      loc = map_[block];
+      loc = map_.Get(block);
       if (loc == kLostBlock) {
         ++stats_.corrupt_reads;
         return Status::Corruption("lba " + std::to_string(block) + " was lost to a bad CRC");
@@ -368,7 +368,7 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
   ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/false));
   uint64_t old_bytes = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    uint64_t loc = map_[lba + i];
+    uint64_t loc = map_.Get(lba + i);
     if (loc != kUnmapped && loc != kLostBlock) old_bytes += LocLength(loc);
   }
   if (stats_.live_bytes - old_bytes + new_bytes > usable_bytes_) {
@@ -384,7 +384,7 @@ Status CompressedDrive::Store(uint64_t lba, uint64_t n, const std::byte* payload
     ERAID_RETURN_IF_ERROR(
         AppendLocked(StreamForLocked(block), &h, payloads + BlocksToBytes(i), &loc));
     UnmapLocked(block, h.seq);  // after the append: GC inside it may have moved the old record
-    map_[block] = loc;
+    map_.Set(block, loc);
     eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes +=
         LocLength(loc);
     stats_.live_bytes += LocLength(loc);
@@ -406,7 +406,7 @@ Status CompressedDrive::DoTrim(Lba lba, uint64_t count_blocks) {
   std::lock_guard lock(mu_);
   bool any_mapped = false;
   for (uint64_t i = 0; i < count_blocks && !any_mapped; ++i)
-    any_mapped = map_[lba.value + i] != kUnmapped;
+    any_mapped = map_.Get(lba.value + i) != kUnmapped;
   if (any_mapped) {
     // The trim must survive a crash like a write: log it as a record, then unmap.
     for (uint64_t done = 0; done < count_blocks;) {
@@ -515,7 +515,7 @@ std::optional<RangeUsage> CompressedDrive::Usage(Lba lba, uint64_t count_blocks)
   uint64_t end = std::min(logical_blocks_, lba.value + count_blocks);
   std::lock_guard lock(mu_);
   for (uint64_t b = lba.value; b < end; ++b) {
-    uint64_t loc = map_[b];
+    uint64_t loc = map_.Get(b);
     if (loc == kUnmapped || loc == kLostBlock) continue;
     ++u.mapped_blocks;
     u.stored_bytes += LocLength(loc);

@@ -53,6 +53,7 @@
 #include "compress/codec.h"
 #include "compress/completion_queue.h"
 #include "compress/drive_format.h"
+#include "compress/drive_map.h"
 
 namespace eraid {
 
@@ -237,9 +238,12 @@ class CompressedDrive final : public Backend {
   // both flash flushes run without it. Does nothing if another is being written.
   // REQUIRES: `lock` holds mu_; holds it again on return.
   Status CheckpointOutsideLock(std::unique_lock<std::mutex>& lock);
+  // The payload the next checkpoint takes, and whether it is sparse (version 2).
+  uint64_t CheckpointPayloadBytesLocked(bool* sparse) const;
   // The checkpoint image of the map and the EU table now, and its header.
-  // The two halves of it: the copy of the state, under mu_ (a memcpy of the map), and the
-  // CRC and header, which need no lock. `slot` is resized to the slot's size.
+  // The two halves of it: the copy of the state, under mu_ (a memcpy of the map pages),
+  // and the CRC and header, which need no lock. `slot` is resized to the header block and
+  // the payload's blocks: only those are written.
   void SnapshotCheckpointLocked(drive_format::CheckpointHeader* header,
                                 std::vector<std::byte>* slot);
   static void SealCheckpoint(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
@@ -299,6 +303,10 @@ class CompressedDrive final : public Backend {
   // `by_seq`: the record (write or trim) that supersedes the old one.
   void UnmapLocked(uint64_t lba, uint64_t by_seq);
   Status RecoverLocked();
+  // Fills map_ from a checkpoint's payload (dense or sparse); Corruption if the sparse
+  // form does not add up (its CRC passed, so only a bug or a forged slot does that).
+  Status LoadCheckpointMapLocked(const drive_format::CheckpointHeader& h,
+                                 std::span<const std::byte> payload);
 
   Backend& flash_;
   const DriveOptions options_;
@@ -314,7 +322,7 @@ class CompressedDrive final : public Backend {
   CompletionQueue completions_;
   mutable std::mutex mu_;
   std::atomic<uint64_t> erasures_{0};  // erase units erased so far (bumped under mu_)
-  std::vector<uint64_t> map_;          // LBA -> packed record location; 0 = unmapped
+  DriveMap map_;                       // LBA -> packed record location; 0 = unmapped
   std::vector<Eu> eus_;
   std::vector<uint32_t> free_eus_;
   std::vector<Stream> streams_;
@@ -402,9 +410,6 @@ class CompressedDrive final : public Backend {
   uint32_t erasing_eus_ = 0;  // in state kErasing: neither sealed nor free
   // A checkpoint is being written without mu_ (CheckpointOutsideLock). Under mu_.
   bool checkpointing_ = false;
-  // Its image, kept from one to the next (a fresh 2 MiB buffer per checkpoint cost its
-  // page faults under mu_). Used only by the one CheckpointOutsideLock at a time.
-  std::vector<std::byte> ckpt_image_;
   std::thread eraser_;
 };
 

@@ -63,7 +63,7 @@ Status CompressedDrive::AdmitLocked(Lba lba, uint64_t n, uint64_t worst) {
     std::lock_guard l(mu_);
     uint64_t old = 0;
     for (uint64_t i = 0; i < n; ++i) {
-      uint64_t loc = map_[lba.value + i];
+      uint64_t loc = map_.Get(lba.value + i);
       if (loc != kUnmapped && loc != kLostBlock) old += LocLength(loc);
     }
     const uint64_t held = cache_reserved_bytes_.load(std::memory_order_relaxed);

@@ -95,7 +95,7 @@ void EncodeCheckpointHeader(const CheckpointHeader& h, std::span<std::byte> bloc
   std::memset(block.data(), 0, kCheckpointHeaderBytes);
   Writer w(block);
   w.U64(kCheckpointMagic);
-  w.U32(kDriveFormatVersion);
+  w.U32(h.version);
   w.U32(h.flags);
   w.U64(h.ckpt_seq);
   w.U64(h.next_seq);
@@ -114,8 +114,11 @@ Result<CheckpointHeader> DecodeCheckpointHeader(std::span<const std::byte> block
   if (GetLe32(block.data() + 64) != Crc32c(block.data(), 64)) {
     return Status::Corruption("checkpoint header CRC mismatch");
   }
-  if (r.U32() != kDriveFormatVersion) return Status::NotSupported("checkpoint version");
   CheckpointHeader h;
+  h.version = r.U32();
+  if (h.version != kCheckpointVersionDense && h.version != kCheckpointVersionSparse) {
+    return Status::NotSupported("checkpoint version " + std::to_string(h.version));
+  }
   h.flags = r.U32();
   h.ckpt_seq = r.U64();
   h.next_seq = r.U64();

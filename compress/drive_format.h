@@ -22,7 +22,15 @@
 
 namespace eraid::drive_format {
 
-inline constexpr uint32_t kDriveFormatVersion = 1;
+inline constexpr uint32_t kDriveFormatVersion = 1;  // the superblock's
+// A checkpoint's version says how its map is laid out: 1, dense (one u64 per LBA); 2,
+// sparse (a bitmap of the 512-entry map pages present, then those pages). Both are read;
+// version 2 is written unless its pages would not fit the slot (then version 1, which the
+// slot was sized for).
+inline constexpr uint32_t kCheckpointVersionDense = 1;
+inline constexpr uint32_t kCheckpointVersionSparse = 2;
+inline constexpr uint64_t kMapPageEntries = 512;
+inline constexpr uint64_t kMapPageBytes = kMapPageEntries * 8;
 inline constexpr uint64_t kSuperblockMagic = 0x3156524444494152ull;  // "RAIDDRV1"
 inline constexpr uint64_t kCheckpointMagic = 0x3154504b43445245ull;  // "ERDCKPT1"
 inline constexpr uint32_t kRecordMagic = 0x43455245u;                // "EREC"
@@ -74,6 +82,7 @@ Result<Superblock> DecodeSuperblock(std::span<const std::byte> block);
 inline constexpr uint32_t kCheckpointClean = 1;
 
 struct CheckpointHeader {
+  uint32_t version = kCheckpointVersionSparse;
   uint32_t flags = 0;
   uint64_t ckpt_seq = 0;  // every record with seq <= ckpt_seq is reflected
   uint64_t next_seq = 0;
@@ -86,10 +95,24 @@ struct CheckpointHeader {
 void EncodeCheckpointHeader(const CheckpointHeader& h, std::span<std::byte> block);
 Result<CheckpointHeader> DecodeCheckpointHeader(std::span<const std::byte> block);
 
-// Blocks one checkpoint slot needs: a header block plus 8 bytes per LBA and 16 per EU.
+// Payload bytes of a dense checkpoint: 8 per LBA, 16 per EU.
+inline uint64_t DensePayloadBytes(uint64_t logical_blocks, uint64_t num_eus) {
+  return logical_blocks * 8 + num_eus * kCheckpointEuEntryBytes;
+}
+// A sparse checkpoint's page bitmap: a bit per map page, in whole u64 words.
+inline uint64_t MapPages(uint64_t logical_blocks) {
+  return (logical_blocks + kMapPageEntries - 1) / kMapPageEntries;
+}
+inline uint64_t MapBitmapBytes(uint64_t logical_blocks) {
+  return (MapPages(logical_blocks) + 63) / 64 * 8;
+}
+// Payload bytes of a sparse checkpoint holding `pages` map pages.
+inline uint64_t SparsePayloadBytes(uint64_t logical_blocks, uint64_t pages, uint64_t num_eus) {
+  return MapBitmapBytes(logical_blocks) + pages * kMapPageBytes + num_eus * kCheckpointEuEntryBytes;
+}
+// Blocks one checkpoint slot needs: a header block plus a dense payload (the larger).
 inline uint64_t CheckpointSlotBlocks(uint64_t logical_blocks, uint64_t num_eus) {
-  uint64_t payload = logical_blocks * 8 + num_eus * kCheckpointEuEntryBytes;
-  return 1 + (payload + kBlockSize - 1) / kBlockSize;
+  return 1 + (DensePayloadBytes(logical_blocks, num_eus) + kBlockSize - 1) / kBlockSize;
 }
 
 // A record's place on flash, packed into one mapping-table word:

@@ -194,18 +194,18 @@ Status CompressedDrive::RelocateLocked(uint32_t victim) {
     const uint32_t len = h->record_bytes();
     if (off + len > end) break;
     const uint64_t loc = PackLoc(eu_offset + off, len);
-    if (h->type == RecordType::kData && h->lba < logical_blocks_ && map_[h->lba] == loc) {
+    if (h->type == RecordType::kData && h->lba < logical_blocks_ && map_.Get(h->lba) == loc) {
       auto checked = DecodeRecord(std::span(buf).subspan(off, len), /*check_crc=*/true);
       if (!checked.ok()) {
         // The only copy is damaged: say so on every later read rather than return it.
         UnmapLocked(h->lba, 0);
-        map_[h->lba] = kLostBlock;
+        map_.Set(h->lba, kLostBlock);
       } else {
         RecordHeader moved = *h;  // a new sequence number: it is the newest version now
         uint64_t new_loc = 0;
         ERAID_RETURN_IF_ERROR(
             AppendLocked(kGcStream, &moved, buf.data() + off + kRecordHeaderBytes, &new_loc));
-        map_[h->lba] = new_loc;
+        map_.Set(h->lba, new_loc);
         eus_[victim].live_bytes -= len;
         eus_[(LocOffset(new_loc) - BlocksToBytes(data_start_block_)) / eu_bytes_].live_bytes += len;
         stats_.gc_relocated_bytes += len;

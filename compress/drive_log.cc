@@ -16,8 +16,8 @@ using namespace drive_internal;
 // ---------------------------------------------------------------- internals
 
 void CompressedDrive::UnmapLocked(uint64_t lba, uint64_t by_seq) {
-  uint64_t loc = map_[lba];
-  map_[lba] = kUnmapped;
+  uint64_t loc = map_.Get(lba);
+  map_.Set(lba, kUnmapped);
   if (loc == kUnmapped || loc == kLostBlock) return;
   Eu& eu = eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_];
   ERAID_CHECK(eu.live_bytes >= LocLength(loc));  // invariant 4: live bytes are the mapped ones
@@ -383,7 +383,19 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
   ERAID_RETURN_IF_ERROR(WriteOpenPagesLocked(&upto));
   const std::vector<WriteDone> writes = WritesInFlightLocked();
   CheckpointHeader h;
-  std::vector<std::byte>& slot = ckpt_image_;
+  std::vector<std::byte> slot;
+  // Its buffer is taken and touched without the lock (page faults for megabytes of map
+  // under mu_ held up every I/O), and freed after the write (kept, it cost as much RAM
+  // again as the map itself).
+  {
+    bool sparse = false;
+    // With room for 64 more map pages, made while the lock is dropped.
+    const uint64_t bytes =
+        BlocksToBytes(1) + CheckpointPayloadBytesLocked(&sparse) + 64 * kMapPageBytes;
+    lock.unlock();
+    slot.assign(bytes, std::byte{0});
+    lock.lock();
+  }
   SnapshotCheckpointLocked(&h, &slot);
   lock.unlock();
   Status st = [&]() -> Status {
@@ -410,18 +422,57 @@ void CompressedDrive::CheckpointWrittenLocked(const CheckpointHeader& h, uint64_
   ckpt_seq_ = h.ckpt_seq;
 }
 
+namespace {
+
+static_assert(DriveMap::kPageEntries == kMapPageEntries);
+
+// Writes n map entries little-endian at p; returns the end.
+std::byte* PutMapEntries(std::byte* p, const uint64_t* entries, uint64_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(p, entries, n * 8);  // the on-disk form already
+  } else {
+    for (uint64_t i = 0; i < n; ++i) PutLe64(p + i * 8, entries[i]);
+  }
+  return p + n * 8;
+}
+
+}  // namespace
+
+uint64_t CompressedDrive::CheckpointPayloadBytesLocked(bool* sparse) const {
+  // Sparse unless its pages would not fit the slot; a dense one always does (the slot
+  // was sized for it), and is then no larger.
+  const uint64_t sparse_bytes =
+      SparsePayloadBytes(logical_blocks_, map_.resident_pages(), num_eus_);
+  *sparse = sparse_bytes <= BlocksToBytes(ckpt_slot_blocks_ - 1);
+  return *sparse ? sparse_bytes : DensePayloadBytes(logical_blocks_, num_eus_);
+}
+
 void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,
                                                std::vector<std::byte>* slot) {
-  slot->resize(BlocksToBytes(ckpt_slot_blocks_));
-  std::byte* p = slot->data() + kBlockSize;
-  if constexpr (std::endian::native == std::endian::little) {
-    std::memcpy(p, map_.data(), map_.size() * 8);  // the on-disk form already
-    p += map_.size() * 8;
-  } else {
-    for (uint64_t loc : map_) {
-      PutLe64(p, loc);
-      p += 8;
+  bool sparse = false;
+  const uint64_t payload = CheckpointPayloadBytesLocked(&sparse);
+  // Only the blocks the payload takes are written; zeros pad the last (and make the dense
+  // form's absent pages and the bitmap's unset bits).
+  slot->assign(BlocksToBytes(1 + BytesToBlocks(payload + kBlockSize - 1)), std::byte{0});
+  std::byte* const start = slot->data() + kBlockSize;
+  std::byte* p = start;
+  if (sparse) {
+    std::byte* const bitmap = p;
+    p += MapBitmapBytes(logical_blocks_);
+    for (uint64_t k = 0; k < map_.page_count(); ++k) {
+      if (const DriveMap::Page* page = map_.page(k)) {
+        bitmap[k / 8] |= static_cast<std::byte>(1u << (k % 8));
+        p = PutMapEntries(p, page->data(), kMapPageEntries);
+      }
     }
+  } else {
+    for (uint64_t k = 0; k < map_.page_count(); ++k) {
+      if (const DriveMap::Page* page = map_.page(k)) {
+        PutMapEntries(p + k * kMapPageBytes, page->data(),
+                      std::min(kMapPageEntries, logical_blocks_ - k * kMapPageEntries));
+      }
+    }
+    p += logical_blocks_ * 8;
   }
   for (const Eu& eu : eus_) {
     bool used = eu.state != Eu::State::kFree;
@@ -430,16 +481,16 @@ void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,
     p[12] = static_cast<std::byte>(used);
     p += kCheckpointEuEntryBytes;
   }
-  // The rest of the slot is zeros, as every checkpoint wrote it (the buffer is reused).
-  std::memset(p, 0, static_cast<size_t>(slot->data() + slot->size() - p));
+  ERAID_CHECK(static_cast<uint64_t>(p - start) == payload);
   CheckpointHeader& h = *header;
   h = CheckpointHeader{};
+  h.version = sparse ? kCheckpointVersionSparse : kCheckpointVersionDense;
   h.ckpt_seq = next_seq_ - 1;
   h.next_seq = next_seq_;
   h.ckpt_count = ckpt_count_ + 1;
   h.logical_blocks = logical_blocks_;
   h.num_eus = num_eus_;
-  h.payload_bytes = static_cast<uint64_t>(p - (slot->data() + kBlockSize));
+  h.payload_bytes = payload;
   bytes_since_ckpt_ = 0;
 }
 

@@ -16,27 +16,53 @@ using namespace drive_internal;
 // ---------------------------------------------------------------- recovery
 
 Status CompressedDrive::RecoverLocked() {
-  // 1. The newer of the two valid checkpoints.
-  std::vector<std::byte> best;
-  CheckpointHeader best_header;
+  // 1. The newer of the two valid checkpoints: both headers first, then the payload of
+  // the newer (only the blocks it takes), or of the older if that one fails its CRC.
+  struct Candidate {
+    CheckpointHeader h;
+    uint32_t slot;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<std::byte> head(kBlockSize);
+  const uint64_t slot_payload_room = BlocksToBytes(ckpt_slot_blocks_ - 1);
   for (uint32_t slot = 0; slot < 2; ++slot) {
-    std::vector<std::byte> buf(BlocksToBytes(ckpt_slot_blocks_));
-    if (!flash_.Read(Lba(1 + uint64_t(slot) * ckpt_slot_blocks_), buf).ok()) continue;
-    auto h = DecodeCheckpointHeader(buf);
+    if (!flash_.Read(Lba(1 + uint64_t(slot) * ckpt_slot_blocks_), head).ok()) continue;
+    auto h = DecodeCheckpointHeader(head);
     if (!h.ok() || h->logical_blocks != logical_blocks_ || h->num_eus != num_eus_ ||
-        h->payload_bytes != logical_blocks_ * 8 + uint64_t(num_eus_) * kCheckpointEuEntryBytes ||
-        Crc32c(buf.data() + kBlockSize, h->payload_bytes) != h->payload_crc) {
+        h->payload_bytes > slot_payload_room) {
       continue;
     }
-    if (best.empty() || h->ckpt_count > best_header.ckpt_count) {
-      best = std::move(buf);
-      best_header = *h;
+    const uint64_t fixed = h->version == kCheckpointVersionDense
+                               ? DensePayloadBytes(logical_blocks_, num_eus_)
+                               : SparsePayloadBytes(logical_blocks_, 0, num_eus_);
+    if (h->version == kCheckpointVersionDense
+            ? h->payload_bytes != fixed
+            : h->payload_bytes < fixed || (h->payload_bytes - fixed) % kMapPageBytes) {
+      continue;
     }
+    candidates.push_back({*h, slot});
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.h.ckpt_count > b.h.ckpt_count; });
+  std::vector<std::byte> best;
+  CheckpointHeader best_header;
+  for (const Candidate& c : candidates) {
+    std::vector<std::byte> payload(
+        BlocksToBytes(BytesToBlocks(c.h.payload_bytes + kBlockSize - 1)));
+    if (payload.empty() ||
+        !flash_.Read(Lba(2 + uint64_t(c.slot) * ckpt_slot_blocks_), payload).ok() ||
+        Crc32c(payload.data(), c.h.payload_bytes) != c.h.payload_crc ||
+        !LoadCheckpointMapLocked(c.h, payload).ok()) {
+      continue;
+    }
+    best = std::move(payload);
+    best_header = c.h;
+    break;
   }
   if (best.empty()) return Status::Corruption("no valid checkpoint on the drive");
 
-  const std::byte* p = best.data() + kBlockSize;
-  for (uint64_t b = 0; b < logical_blocks_; ++b, p += 8) map_[b] = GetLe64(p);
+  const std::byte* p =
+      best.data() + (best_header.payload_bytes - uint64_t{num_eus_} * kCheckpointEuEntryBytes);
   struct CkptEu {
     uint64_t gen;
     uint32_t write_ptr;
@@ -120,29 +146,30 @@ Status CompressedDrive::RecoverLocked() {
   for (const Found& f : found) {
     if (f.seq <= ckpt_seq) continue;
     if (f.type == RecordType::kData) {
-      if (f.lba < logical_blocks_) map_[f.lba] = f.loc;
+      if (f.lba < logical_blocks_) map_.Set(f.lba, f.loc);
     } else {
       uint64_t end = std::min<uint64_t>(logical_blocks_, f.lba + f.count);
-      for (uint64_t b = f.lba; b < end; ++b) map_[b] = kUnmapped;
+      for (uint64_t b = f.lba; b < end; ++b) map_.Set(b, kUnmapped);
     }
   }
 
   // 4. Rebuild the accounting from the mapping (invariant 4).
   stats_.live_bytes = 0;
   stats_.mapped_blocks = 0;
-  for (uint64_t b = 0; b < logical_blocks_; ++b) {
-    uint64_t loc = map_[b];
-    if (loc == kUnmapped || loc == kLostBlock) continue;
+  std::vector<uint64_t> lost;
+  map_.ForEachSet([&](uint64_t b, uint64_t loc) {
+    if (loc == kLostBlock) return;
     uint64_t rel = LocOffset(loc) - BlocksToBytes(data_start_block_);
     if (LocOffset(loc) < BlocksToBytes(data_start_block_) || rel / eu_bytes_ >= num_eus_ ||
         eus_[rel / eu_bytes_].state == Eu::State::kFree) {
-      map_[b] = kLostBlock;  // points where nothing survives: never return garbage for it
-      continue;
+      lost.push_back(b);  // points where nothing survives: never return garbage for it
+      return;
     }
     eus_[rel / eu_bytes_].live_bytes += LocLength(loc);
     stats_.live_bytes += LocLength(loc);
     ++stats_.mapped_blocks;
-  }
+  });
+  for (uint64_t b : lost) map_.Set(b, kLostBlock);
   live_bytes_.store(stats_.live_bytes, std::memory_order_release);
   std::reverse(free_eus_.begin(), free_eus_.end());
   next_seq_ = max_seq + 1;
@@ -150,6 +177,39 @@ Status CompressedDrive::RecoverLocked() {
   ckpt_seq_ = ckpt_seq;
   // 5. Fold the replay into a fresh checkpoint.
   return CheckpointLocked();
+}
+
+Status CompressedDrive::LoadCheckpointMapLocked(const CheckpointHeader& h,
+                                                std::span<const std::byte> payload) {
+  map_.Clear();
+  auto load = [&](uint64_t first, const std::byte* p, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      if (const uint64_t loc = GetLe64(p + i * 8); loc != kUnmapped) map_.Set(first + i, loc);
+    }
+  };
+  if (h.version == kCheckpointVersionDense) {
+    load(0, payload.data(), logical_blocks_);
+    return Status::Ok();
+  }
+  const std::byte* bitmap = payload.data();
+  const std::byte* page = bitmap + MapBitmapBytes(logical_blocks_);
+  const uint64_t pages = MapPages(logical_blocks_);
+  uint64_t present = 0;
+  for (uint64_t k = 0; k < MapBitmapBytes(logical_blocks_) * 8; ++k) {
+    if ((std::to_integer<unsigned>(bitmap[k / 8]) >> (k % 8) & 1) == 0) continue;
+    if (k >= pages) return Status::Corruption("checkpoint bitmap names a page past the map");
+    const uint64_t first = k * kMapPageEntries;
+    // The last page's entries past the map must be zero, like the dense form's padding.
+    for (uint64_t i = std::min(kMapPageEntries, logical_blocks_ - first); i < kMapPageEntries; ++i)
+      if (GetLe64(page + i * 8) != kUnmapped)
+        return Status::Corruption("checkpoint maps an LBA past the map");
+    load(first, page, std::min(kMapPageEntries, logical_blocks_ - first));
+    page += kMapPageBytes;
+    ++present;
+  }
+  if (SparsePayloadBytes(logical_blocks_, present, num_eus_) != h.payload_bytes)
+    return Status::Corruption("checkpoint bitmap and payload size disagree");
+  return Status::Ok();
 }
 
 Status CompressedDrive::CheckInvariants() {
@@ -162,26 +222,30 @@ Status CompressedDrive::CheckInvariants() {
   const uint64_t data_start = BlocksToBytes(data_start_block_);
   std::vector<uint64_t> live(num_eus_, 0);
   uint64_t total = 0;
-  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
-    const uint64_t loc = map_[lba];
-    if (loc == kUnmapped || loc == kLostBlock) continue;
+  Status bad = Status::Ok();
+  map_.ForEachSet([&](uint64_t lba, uint64_t loc) {
+    if (!bad.ok() || loc == kLostBlock) return;
     const uint64_t off = LocOffset(loc), len = LocLength(loc);
     const std::string at = "lba " + std::to_string(lba) + ": ";
     if (off < data_start || off - data_start >= uint64_t{num_eus_} * eu_bytes_) {
-      return broken(at + "record outside the data area");
+      bad = broken(at + "record outside the data area");
+      return;
     }
     const uint64_t e = (off - data_start) / eu_bytes_;
     const Eu& eu = eus_[e];
     if (eu.state != Eu::State::kOpen && eu.state != Eu::State::kSealed) {
-      return broken(at + "record in erase unit " + std::to_string(e) +
-                    ", which is free or being erased");
+      bad = broken(at + "record in erase unit " + std::to_string(e) +
+                   ", which is free or being erased");
+      return;
     }
     if ((off - data_start) % eu_bytes_ + len > eu.write_ptr) {
-      return broken(at + "record past erase unit " + std::to_string(e) + "'s write pointer");
+      bad = broken(at + "record past erase unit " + std::to_string(e) + "'s write pointer");
+      return;
     }
     live[e] += len;
     total += len;
-  }
+  });
+  ERAID_RETURN_IF_ERROR(bad);
   size_t free_units = 0, open_units = 0;
   for (uint32_t e = 0; e < num_eus_; ++e) {
     const Eu& eu = eus_[e];

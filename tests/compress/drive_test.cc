@@ -873,10 +873,10 @@ TEST(DriveTest, DestroyedWhileItsCacheDrainsStopsTheEraserItWakes) {
   }
 }
 
-// A clean Close leaves a checkpoint that says so: the next open reads the superblock and
-// the two checkpoint slots, not one header page per erase unit. A write after it (by a
-// reopened drive, or by the same object after Close) first takes the mark away, so a power
-// cut after it is recovered by the full scan, and nothing flushed is lost.
+// A clean Close leaves a checkpoint that says so: the next open reads the superblock, the
+// two checkpoint headers and the newer one's payload, not one header page per erase unit. A write
+// after it (by a reopened drive, or by the same object after Close) first takes the mark away, so a
+// power cut after it is recovered by the full scan, and nothing flushed is lost.
 TEST(DriveTest, ACleanCloseOpensFromTheCheckpointAloneAndAnyWriteAfterItUndoesThat) {
   MemBackend media(4096);
   FaultyBackend flash(media);
@@ -916,7 +916,8 @@ TEST(DriveTest, ACleanCloseOpensFromTheCheckpointAloneAndAnyWriteAfterItUndoesTh
     return flash.stats().reads - before;
   };
   for (uint64_t lba = 0; lba < 600; ++lba) write(rng() % 1500);
-  EXPECT_EQ(reads_to_open(/*crash=*/false), 3u) << "superblock and the two checkpoint slots";
+  EXPECT_EQ(reads_to_open(/*crash=*/false), 4u)
+      << "superblock, the two checkpoint headers, the newer one's payload";
   verify("after a clean close");
   // Written after the clean open, flushed, then the power goes: the scan finds them.
   for (int i = 0; i < 200; ++i) write(rng() % 1500);
