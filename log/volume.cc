@@ -182,8 +182,13 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   // Every segment the array recovered is sealed; collect its blocks per segment.
   std::map<uint32_t, std::vector<LogEngine::RecoveredBlock>> found;
   std::map<uint32_t, uint32_t> classes;
-  array.ForEachBlock([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t tag) {
-    found[s.value].push_back({lba, tag & kTimeMask, pos});
+  std::vector<uint32_t> frontiers(array.geometry().segments);
+  for (uint32_t i = 0; i < frontiers.size(); ++i)
+    frontiers[i] = array.segment_info(SegmentId(i)).frontier;
+  array.TakeRecoveredBlocks([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t tag) {
+    std::vector<LogEngine::RecoveredBlock>& blocks = found[s.value];
+    if (blocks.empty()) blocks.reserve(frontiers[s.value]);  // at most; not twice by doubling
+    blocks.push_back({lba, tag & kTimeMask, pos});
     classes[s.value] = static_cast<uint32_t>(tag >> kClassShift);
   });
   const EngineOptions eo = v->EngineOptionsFor(array);

@@ -89,6 +89,8 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     Segment& seg = *segments_[i];
     if (seg.entry.scheme != SegmentScheme::kFree) continue;
     seg.Reset();
+    seg.crc.reserve(geometry_.segment_positions());  // exact: doubling kept up to 2x
+    seg.is_summary.reserve(geometry_.segment_positions());
     // Start from zeros on every device (and end the old FlashAlloc ranges). Whether
     // these trims and the record below are durable does not matter: nothing is
     // acknowledged in the segment before a flush makes both so, recovery rewrites the
@@ -165,7 +167,6 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
     if (seg.frontier + 2 > positions) return Status::NoSpace("segment full");
     seg.batch_pos = seg.frontier++;
     seg.crc.push_back(0);
-    seg.tags.emplace_back(0, 0);
     seg.is_summary.push_back(true);
     ++seg.summaries;
     if (row_full()) DetachRowLocked(s.value);  // the summary took the row's last slot
@@ -176,7 +177,6 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
               kBlockSize);
   const uint32_t crc = Crc32c(block);
   seg.crc.push_back(crc);
-  seg.tags.emplace_back(tag_lba, tag_time);
   seg.is_summary.push_back(false);
   seg.batch.push_back({tag_lba, tag_time, crc});
   if (seg.batch.size() == kSummaryCapacity) ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
@@ -349,14 +349,16 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
   return st;
 }
 
-void ElasticArray::ForEachBlock(
-    const std::function<void(SegmentId, uint32_t, uint64_t, uint64_t)>& fn) const {
+void ElasticArray::TakeRecoveredBlocks(
+    const std::function<void(SegmentId, uint32_t, uint64_t, uint64_t)>& fn) {
   std::lock_guard lock(mu_);
   for (uint32_t i = 0; i < segments_.size(); ++i) {
-    const Segment& seg = *segments_[i];
-    for (uint32_t pos = 0; pos < seg.frontier; ++pos) {
-      if (!seg.is_summary[pos]) fn(SegmentId(i), pos, seg.tags[pos].first, seg.tags[pos].second);
+    Segment& seg = *segments_[i];
+    for (uint32_t pos = 0; pos < seg.recovered_tags.size(); ++pos) {
+      if (!seg.is_summary[pos])
+        fn(SegmentId(i), pos, seg.recovered_tags[pos].first, seg.recovered_tags[pos].second);
     }
+    std::vector<std::pair<uint64_t, uint64_t>>().swap(seg.recovered_tags);
   }
 }
 

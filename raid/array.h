@@ -7,7 +7,8 @@
 // Append returns the block's position in the segment. Positions are also used by the
 // array's own summary blocks (one ahead of each batch of appended blocks), which record
 // every block's CRC32C and the two tag words the caller passes (user LBA, write time);
-// after a restart, ForEachBlock() hands those back so the log can rebuild its map.
+// after a restart, TakeRecoveredBlocks() hands those back, once, so the log can rebuild
+// its map (the tags are not kept in RAM: they are on disk in the summaries).
 //
 // Redundancy and durability (docs/raid.md):
 //   - RAID5 parity is written only over full rows (a sealed segment's last row is padded
@@ -190,9 +191,11 @@ class ElasticArray {
   // crash it cannot, for segments that were open; docs/reliability.md).
   Status RecordOpenFrontiers();
 
-  // Every data block of every non-free segment, with its tags (after Open: as recovered).
-  void ForEachBlock(const std::function<void(SegmentId, uint32_t position, uint64_t tag_lba,
-                                             uint64_t tag_time)>& fn) const;
+  // Every data block the last Open found (in segments not freed since), with its tags as
+  // its summary recorded them; then forgets them (they took 16 bytes per block of RAM
+  // for what the log already knows). A second call, or one after Create, finds none.
+  void TakeRecoveredBlocks(const std::function<void(SegmentId, uint32_t position, uint64_t tag_lba,
+                                                    uint64_t tag_time)>& fn);
 
   // Converts a sealed segment. A no-op if it already has that scheme.
   Status Convert(SegmentId s, SegmentScheme to);

@@ -20,9 +20,9 @@ Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
   const Segment& seg = *segments_[index];
   const uint64_t rb = geometry_.row_blocks();
   const uint32_t frontier = seg.frontier;
-  // One CRC, one tag pair and one summary flag per written position.
-  if (seg.crc.size() != frontier || seg.tags.size() != frontier ||
-      seg.is_summary.size() != frontier)
+  // One CRC and one summary flag per written position (and a tag pair, until taken).
+  if (seg.crc.size() != frontier || seg.is_summary.size() != frontier ||
+      (!seg.recovered_tags.empty() && seg.recovered_tags.size() != frontier))
     return Broken(index, "per-position records do not match the frontier");
   if (frontier > geometry_.segment_positions()) return Broken(index, "frontier beyond the segment");
   if (seg.summaries !=
@@ -56,8 +56,7 @@ Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
         return Broken(index, "open batch does not hold the blocks after its summary");
       for (size_t k = 0; k < seg.batch.size(); ++k) {
         const uint32_t pos = seg.batch_pos + 1 + static_cast<uint32_t>(k);
-        if (seg.batch[k].crc != seg.crc[pos] || seg.batch[k].tag_lba != seg.tags[pos].first ||
-            seg.batch[k].tag_time != seg.tags[pos].second)
+        if (seg.batch[k].crc != seg.crc[pos])
           return Broken(index, "batch entry differs from its position's record");
       }
     }

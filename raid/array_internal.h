@@ -51,9 +51,11 @@ struct ElasticArray::Segment {
   raid_format::SegmentEntry entry;
   bool open = false;
   uint32_t frontier = 0;
-  std::vector<uint32_t> crc;                        // per written position
-  std::vector<std::pair<uint64_t, uint64_t>> tags;  // per position: (lba, time)
+  std::vector<uint32_t> crc;  // per written position
   std::vector<bool> is_summary;
+  // Per position, (lba, time) as the summaries held them when Open found this segment;
+  // empty once TakeRecoveredBlocks has handed them over, and for segments written since.
+  std::vector<std::pair<uint64_t, uint64_t>> recovered_tags;
   uint32_t summaries = 0;  // true entries of is_summary (stats() asks every segment)
   // Open segments only.
   AlignedBuffer row_buf;    // the current row; zero beyond the frontier
@@ -76,7 +78,7 @@ struct ElasticArray::Segment {
     frontier = 0;
     summaries_lost = false;
     crc.clear();
-    tags.clear();
+    recovered_tags.clear();
     is_summary.clear();
     summaries = 0;
     row_buf.clear();

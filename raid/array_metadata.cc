@@ -333,6 +333,11 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
   // batch that recovery once cut off) must never be adopted later.
   const auto positions =
       seg.entry.sealed ? seg.entry.frontier : static_cast<uint32_t>(geometry_.segment_positions());
+  // Exact: grown by doubling they kept up to twice the room (per-position state is most
+  // of the array's RAM).
+  seg.crc.reserve(positions);
+  seg.is_summary.reserve(positions);
+  seg.recovered_tags.reserve(positions);
   std::vector<std::byte> block(kBlockSize);
   uint32_t pos = 0;
   while (pos < positions) {
@@ -362,12 +367,12 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
     }
     if (!whole) break;
     seg.crc.push_back(Crc32c(block));
-    seg.tags.emplace_back(0, 0);
+    seg.recovered_tags.emplace_back(0, 0);
     seg.is_summary.push_back(true);
     ++seg.summaries;
     for (const SummaryEntry& e : summary.entries) {
       seg.crc.push_back(e.crc);
-      seg.tags.emplace_back(e.tag_lba, e.tag_time);
+      seg.recovered_tags.emplace_back(e.tag_lba, e.tag_time);
       seg.is_summary.push_back(false);
     }
     pos += 1 + k;

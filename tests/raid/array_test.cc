@@ -439,12 +439,16 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
     EXPECT_EQ(rig.array->segment_info(SegmentId(i)).scheme, scheme) << "segment " << i;
   rig.VerifyAll("reopened");
   size_t blocks = 0;
-  rig.array->ForEachBlock([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t) {
+  rig.array->TakeRecoveredBlocks([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t) {
     ++blocks;
     EXPECT_TRUE(rig.model.count({s.value, pos}));
     EXPECT_EQ(lba / 100000, s.value) << "tags come back";
   });
   EXPECT_EQ(blocks, rig.model.size());
+  blocks = 0;
+  rig.array->TakeRecoveredBlocks([&](SegmentId, uint32_t, uint64_t, uint64_t) { ++blocks; });
+  EXPECT_EQ(blocks, 0u) << "handed over once, then forgotten";
+  EXPECT_TRUE(rig.array->CheckInvariants().ok());
 }
 
 TEST(ArrayTest, CompressionRatiosFromTheDrives) {

@@ -72,7 +72,8 @@ std::unique_ptr<Devices> MakeDevices(const std::string& kind, uint32_t n, uint64
 }
 
 // Fills `segments` segments in `scheme`; returns user bytes and seconds.
-std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t segments) {
+std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t segments,
+                                 std::vector<std::pair<SegmentId, uint32_t>>* written = nullptr) {
   std::mt19937_64 rng(1);
   std::vector<std::byte> blocks(BlocksToBytes(64));
   for (size_t i = 0; i < 64; ++i) {
@@ -83,8 +84,9 @@ std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t
   for (uint32_t i = 0; i < segments; ++i) {
     SegmentId s = a.AllocateSegment(scheme).value();
     for (uint64_t k = 0; a.Remaining(s) > 0; ++k) {
-      if (!a.Append(s, std::span(blocks).subspan(BlocksToBytes(k % 64), kBlockSize), k, k).ok())
-        std::abort();
+      auto pos = a.Append(s, std::span(blocks).subspan(BlocksToBytes(k % 64), kBlockSize), k, k);
+      if (!pos.ok()) std::abort();
+      if (written) written->emplace_back(s, *pos);
       bytes += kBlockSize;
     }
     if (!a.Seal(s).ok()) std::abort();
@@ -155,7 +157,8 @@ int main(int argc, char** argv) {
     for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
       auto d = MakeDevices("mem", devices, device_blocks, tmp);
       auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
-      Fill(*a, scheme, std::min(segments, 8u));
+      std::vector<std::pair<SegmentId, uint32_t>> blocks;
+      Fill(*a, scheme, std::min(segments, 8u), &blocks);
       if (!a->FailDevice(DeviceIndex(1)).ok()) return 1;
       auto reads = [&] {
         uint64_t r = 0;
@@ -164,9 +167,6 @@ int main(int argc, char** argv) {
       };
       std::vector<std::byte> out(kBlockSize);
       uint64_t user = 0, lost = 0, before = reads(), lost_reads = 0;
-      std::vector<std::pair<SegmentId, uint32_t>> blocks;
-      a->ForEachBlock(
-          [&](SegmentId s, uint32_t p, uint64_t, uint64_t) { blocks.emplace_back(s, p); });
       for (auto [s, p] : blocks) {
         uint64_t r0 = reads();
         if (!a->Read(s, p, out).ok()) return 1;
