@@ -73,7 +73,13 @@ Status LogEngine::OpenSegment(uint32_t cls) {
   seg->handle = handle;
   seg->cls = cls;
   seg->created_time = now_;
-  if (!has_data_ && open_.size() <= 16) seg->slots.reserve(options_.segment_blocks);
+  // Room for a full segment at once: grown by doubling, sealed segments kept up to twice
+  // the room their slots take (per-slot state is most of the log's RAM). Not with many
+  // classes (a replay's placement may open hundreds of segments).
+  if (open_.size() <= 16) {
+    seg->slots.reserve(options_.segment_blocks);
+    if (has_data_) seg->positions.reserve(options_.segment_blocks);
+  }
   segments_[index] = std::move(seg);
   open_[cls] = index;
   if (++hash_size_ > hash_capacity_ * 3 / 4) hash_capacity_ *= 2;
@@ -85,6 +91,11 @@ Status LogEngine::SealSegment(uint32_t cls) {
   Segment& seg = *segments_[open_[cls]];
   ERAID_RETURN_IF_ERROR(store_.Seal(seg.handle));
   seg.sealed = true;
+  // Sealed part-full (placement asked, or summaries took room): give back the rest.
+  if (seg.slots.capacity() - seg.slots.size() > options_.segment_blocks / 16) {
+    seg.slots.shrink_to_fit();
+    seg.positions.shrink_to_fit();
+  }
   n_invalid_sealed_ += seg.n_invalid;
   const SealDecision d = placement_.OnSealed(cls, Context());
   // A class whose next segment cannot be opened now (no free segment) has none until
