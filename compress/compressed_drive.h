@@ -248,6 +248,8 @@ class CompressedDrive final : public Backend {
                                 std::vector<std::byte>* slot);
   static void SealCheckpoint(drive_format::CheckpointHeader* header, std::vector<std::byte>* slot);
   void CheckpointWrittenLocked(const drive_format::CheckpointHeader& h, uint64_t slot_bytes);
+  // Writes a checkpoint image to its slot (the crash point "drive-checkpoint" is here).
+  Status WriteCheckpointSlot(uint64_t ckpt_count, std::span<const std::byte> slot);
   // Appends a record to the stream's open EU (opening one as needed, which may run GC)
   // and assigns its sequence number into h->seq, after the EU header's (invariant 3).
   Status AppendLocked(uint32_t stream, drive_format::RecordHeader* h, const std::byte* payload,

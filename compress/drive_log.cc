@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/crash_point.h"
 #include "common/crc32c.h"
 #include "common/encoding.h"
 #include "compress/drive_internal.h"
@@ -357,8 +358,7 @@ Status CompressedDrive::CheckpointLocked(bool clean) {
   SnapshotCheckpointLocked(&h, &slot);
   h.flags = clean ? kCheckpointClean : 0;
   SealCheckpoint(&h, &slot);
-  ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot)
-                            .WithContext("checkpoint"));
+  ERAID_RETURN_IF_ERROR(WriteCheckpointSlot(h.ckpt_count, slot));
   ERAID_RETURN_IF_ERROR(flash_.Flush());
   CheckpointWrittenLocked(h, slot.size());
   clean_on_flash_ = clean;
@@ -402,8 +402,7 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
     SealCheckpoint(&h, &slot);
     ERAID_RETURN_IF_ERROR(WaitForWrites(writes));
     ERAID_RETURN_IF_ERROR(flash_.Flush());
-    ERAID_RETURN_IF_ERROR(flash_.Write(Lba(1 + (h.ckpt_count % 2) * ckpt_slot_blocks_), slot)
-                              .WithContext("checkpoint"));
+    ERAID_RETURN_IF_ERROR(WriteCheckpointSlot(h.ckpt_count, slot));
     return flash_.Flush();
   }();
   lock.lock();
@@ -412,6 +411,18 @@ Status CompressedDrive::CheckpointOutsideLock(std::unique_lock<std::mutex>& lock
   CheckpointWrittenLocked(h, slot.size());
   clean_on_flash_ = false;
   return Status::Ok();
+}
+
+Status CompressedDrive::WriteCheckpointSlot(uint64_t ckpt_count, std::span<const std::byte> slot) {
+  const Lba at(1 + (ckpt_count % 2) * ckpt_slot_blocks_);
+  if (CrashPointDue("drive-checkpoint")) {
+    // Tests only (common/crash_point.h): the process dies with the header and half the
+    // payload written — a torn checkpoint, whose slot the next open must pass over.
+    const uint64_t blocks = BytesToBlocks(slot.size());
+    (void)flash_.Write(at, slot.first(BlocksToBytes(std::max<uint64_t>(1, blocks / 2))));
+    CrashNow("drive-checkpoint");
+  }
+  return flash_.Write(at, slot).WithContext("checkpoint");
 }
 
 void CompressedDrive::CheckpointWrittenLocked(const CheckpointHeader& h, uint64_t slot_bytes) {

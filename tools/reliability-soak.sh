@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 B=$ROOT/build
-FUZZ_SECONDS=300 KILLS=200 ARRAY=5000 DRIVE=160 VOLUME=100 SCHED=300 ROT=40 FAULTS=20
+FUZZ_SECONDS=300 KILLS=200 CKPT_KILLS=100 ARRAY=5000 DRIVE=160 VOLUME=100 SCHED=300 ROT=40 FAULTS=20
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) FUZZ_SECONDS=30 KILLS=40 ARRAY=500 DRIVE=24 VOLUME=12 SCHED=16 ROT=10 FAULTS=3 ;;
+    --quick) FUZZ_SECONDS=30 KILLS=40 CKPT_KILLS=12 ARRAY=500 DRIVE=24 VOLUME=12 SCHED=16 ROT=10 FAULTS=3 ;;
     --fuzz-seconds) FUZZ_SECONDS=$2; shift ;;
     -h|--help) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *) echo "reliability-soak: unknown option $1" >&2; exit 2 ;;
@@ -23,6 +23,8 @@ step() { echo "== $*" >&2; }
 
 step "NBD server SIGKILLed $KILLS times under writes"
 "$B/tools/eraid-crash" --kills "$KILLS" --max-ms 800 | tail -1
+step "NBD server killed halfway through a drive checkpoint, $CKPT_KILLS times"
+"$B/tools/eraid-crash" --kills "$CKPT_KILLS" --at-checkpoint --max-ms 5000 | tail -2
 step "array power cuts: $ARRAY seeds x 4 (conversions, rebuilds)"
 ERAID_RAID_CRASH_SEEDS=$ARRAY "$B/tests/raid/raid_array_crash_test" | grep '^crashes='
 step "drive power cuts: $DRIVE seeds"

@@ -84,6 +84,11 @@ struct Options {
   std::string dir, plugin;
   Policy policy = Policy::kElastic;
   bool keep = false;
+  // The server kills itself halfway through writing a drive checkpoint (the crash point
+  // "drive-checkpoint", common/crash_point.h): its 5th to 8th since it opened (the open
+  // writes one per drive, 4), instead of being killed at a random moment; max_ms then
+  // bounds the wait for it, and a timed kill follows if no checkpoint came.
+  bool at_checkpoint = false;
 };
 
 class Harness {
@@ -106,6 +111,12 @@ class Harness {
                 dir_.c_str());
     std::fflush(stdout);
     for (uint32_t k = 0; k <= o_.kills; ++k) {
+      if (o_.at_checkpoint && k < o_.kills) {
+        const std::string point = "drive-checkpoint:" + std::to_string(5 + rng_() % 4);
+        ::setenv("ERAID_CRASH_POINT", point.c_str(), 1);
+      } else {
+        ::unsetenv("ERAID_CRASH_POINT");
+      }
       if (int rc = Serve(); rc != 0) return rc;
       if (int rc = Verify(k); rc != 0) return rc;
       if (k == o_.kills) break;
@@ -123,6 +134,14 @@ class Harness {
     if (Status s = StopServer(dir_); !s.ok()) return Fail("stop: " + s.ToString());
     Reap();
     if (mismatches != 0 || unrepairable != 0) return Fail("scrub after the kills: " + scrub->text);
+    if (o_.at_checkpoint) {
+      std::printf(
+          "eraid-crash: %u of %u kills were the server's own, halfway through a checkpoint\n",
+          self_kills_, o_.kills);
+      // Checkpoints come every few MiB a drive stores: a run where none came while the
+      // connections wrote tested nothing of them.
+      if (self_kills_ == 0) return Fail("no kill came at a checkpoint: raise --max-ms");
+    }
     std::printf(
         "eraid-crash: seed %llu: %u kills, %llu writes (%llu FUA), %llu trims, %llu flushes, "
         "%llu blocks verified, 0 lost or wrong; scrub 0 mismatches\n",
@@ -285,8 +304,25 @@ class Harness {
       });
     }
     connected.wait();
-    if (!connect_failed) std::this_thread::sleep_for(std::chrono::milliseconds(kill_ms));
-    ::kill(pid_, SIGKILL);
+    bool died = false;  // by its own crash point
+    if (!connect_failed) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_ms);
+      do {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o_.at_checkpoint ? 5 : kill_ms));
+        int status = 0;
+        if (o_.at_checkpoint && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+          died = true;
+          pid_ = -1;
+          self_kills_ += WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+          if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+            for (auto& t : threads) t.join();
+            return Fail("the server exited on its own in round " + std::to_string(round) +
+                        " (status " + std::to_string(status) + ")");
+          }
+        }
+      } while (!died && std::chrono::steady_clock::now() < deadline);
+    }
+    if (!died) ::kill(pid_, SIGKILL);
     for (auto& t : threads) t.join();
     Reap();
     if (connect_failed) return Fail("connect in round " + std::to_string(round));
@@ -301,6 +337,7 @@ class Harness {
   std::atomic<uint64_t> next_version_{0};
   Totals totals_;
   uint64_t verified_ = 0;
+  uint32_t self_kills_ = 0;
   pid_t pid_ = -1;
   bool failed_ = false;
 };
@@ -331,7 +368,10 @@ int main(int argc, char** argv) {
       "conversion policy: elastic | raid5 | raid10 | manual")(
       "dir", po::value(&o.dir), "where the array goes (default: a new temporary folder)")(
       "plugin", po::value(&o.plugin), "the nbdkit plugin (default: next to this program)")(
-      "keep", po::bool_switch(&o.keep), "keep the array afterwards");
+      "keep", po::bool_switch(&o.keep), "keep the array afterwards")(
+      "at-checkpoint", po::bool_switch(&o.at_checkpoint),
+      "the server kills itself halfway through writing a drive checkpoint (its 5th to 8th "
+      "since it opened) instead of at a random moment; --max-ms bounds the wait for it");
   po::variables_map vm;
   if (int rc = ParseOptions("eraid-crash", desc, argc, argv, &vm); rc >= 0) return rc;
   if (soak && vm["kills"].defaulted()) o.kills = 200;
