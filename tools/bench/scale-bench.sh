@@ -5,7 +5,8 @@
 #    once the array answers),
 #  - anonymous memory grown per 4 KiB block written, over random 64 KiB writes (50%
 #    compressible, QD 16) of 4 GiB or half the volume, whichever is less (the growth over
-#    the last three quarters: the first is a warm-up for what is allocated once),
+#    the last three quarters: the first is a warm-up for what is allocated once; and over
+#    the whole run, which also counts what the warm-up allocated),
 #  - the start time after a clean stop and after a SIGKILL of the server, each with the
 #    page cache dropped first (root only; otherwise noted), and the resident memory then.
 # Memory is the serving nbdkit process's RssAnon and RssFile (/proc/PID/status).
@@ -79,6 +80,10 @@ for size in $SIZES; do
   fill $((bytes - warm))
   anon1=$(kib RssAnon "$pid")
   per_block=$(awk -v a="$anon0" -v b="$anon1" -v n="$((bytes - warm))" 'BEGIN {printf "%.1f", (b - a) * 1024 / (n / 4096)}')
+  # And over the whole run from the fresh start: with what the warm-up allocated, which
+  # for random writes includes the log's map over every LBA they reach (dense: 12 bytes
+  # per LBA of the volume, written or not).
+  per_block_all=$(awk -v a="$fresh_anon" -v b="$anon1" -v n="$bytes" 'BEGIN {printf "%.1f", (b - a) * 1024 / (n / 4096)}')
   "$ERAID" stop --dir "$A" >/dev/null
   drop_caches || true
   say scale-bench "$size drives: restart after a clean stop"
@@ -90,7 +95,7 @@ for size in $SIZES; do
   say scale-bench "$size drives: restart after SIGKILL"
   read -r kill_s kill_anon kill_file < <(start "$A")
   "$ERAID" stop --dir "$A" >/dev/null
-  ROWS+="| 4 × $size | $((cap >> 20)) | $fresh_s | $((fresh_anon >> 10)) / $((fresh_file >> 10)) | $((bytes >> 20)) | $per_block | $clean_s | $((clean_anon >> 10)) / $((clean_file >> 10)) | $kill_s | $((kill_anon >> 10)) / $((kill_file >> 10)) |"$'\n'
+  ROWS+="| 4 × $size | $((cap >> 20)) | $fresh_s | $((fresh_anon >> 10)) / $((fresh_file >> 10)) | $((bytes >> 20)) | $per_block | $per_block_all | $clean_s | $((clean_anon >> 10)) / $((clean_file >> 10)) | $kill_s | $((kill_anon >> 10)) / $((kill_file >> 10)) |"$'\n'
   rm -rf "$A"
 done
 
@@ -99,8 +104,8 @@ SECTION=$WORK/section.md
   echo "Command: \`tools/bench/scale-bench.sh${SIZES:+ --sizes \"$SIZES\"}\` ($(date -u +%Y-%m-%d), load average before: $LOAD_BEFORE; $CACHE_NOTE)."
   echo "Resident memory is the serving nbdkit process's, anonymous / file-backed, in MiB."
   echo
-  echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written (last ¾) | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written (last ¾) | (whole run) | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
 } > "$SECTION"
 cat "$SECTION"
