@@ -8,7 +8,9 @@
 #    the last three quarters: the first is a warm-up for what is allocated once; and over
 #    the whole run, which also counts what the warm-up allocated),
 #  - the start time after a clean stop and after a SIGKILL of the server, each with the
-#    page cache dropped first (root only; otherwise noted), and the resident memory then.
+#    page cache dropped first (root only; otherwise noted), and the resident memory then;
+# and eraid-sim's peak memory per LBA it tracks, over uniform random traces of working
+# sets of 1, 4, 16 and 64 GiB (--quick: 1 and 4).
 # Memory is the serving nbdkit process's RssAnon and RssFile (/proc/PID/status).
 # Usage: tools/bench/scale-bench.sh [--quick] [--sizes "1G 4G 16G 64G"] [--build DIR]
 #                                   [--dir TMPDIR]
@@ -99,6 +101,28 @@ for size in $SIZES; do
   rm -rf "$A"
 done
 
+# eraid-sim: peak memory of a replay per LBA it tracks, for uniform random traces of 3×
+# the working set (so ~95% of it is written), less the peak of a 1,024-block one.
+SIM=$BUILD/tools/eraid-sim
+TRACEGEN=$BUILD/tools/eraid-tracegen
+SIM_ROWS=""
+sim_peak() {  # sim_peak WSS_BLOCKS: prints "peak_kib wss_blocks seconds"
+  local t=$WORK/trace-$1.csv.zst j
+  "$TRACEGEN" --alpha 0 --wss-blocks "$1" --writes $(($1 * 3)) --read-percent 0 \
+    --max-request-blocks 1 | zstd -q -1 > "$t"
+  j=$("$SIM" --trace "$t" --segment-blocks 16384 --quiet --json)
+  rm -f "$t"
+  echo "$(json_num "$j" peak_rss_kib) $(json_num "$j" wss_blocks) $(json_num "$j" replay_seconds)"
+}
+if [ -x "$SIM" ] && [ -x "$TRACEGEN" ] && command -v zstd >/dev/null; then
+  read -r base_kib _ _ < <(sim_peak 1024)
+  for wss in $([ "$QUICK" = 1 ] && echo "262144 1048576" || echo "262144 1048576 4194304 16777216"); do
+    say scale-bench "eraid-sim: working set of $wss blocks"
+    read -r peak tracked secs < <(sim_peak "$wss")
+    SIM_ROWS+="| $((wss >> 8)) MiB | $tracked | $((peak >> 10)) | $(awk -v p="$peak" -v b="$base_kib" -v n="$tracked" 'BEGIN {printf "%.1f", (p - b) * 1024 / n}') | $(awk -v s="$secs" 'BEGIN {printf "%.2f", s}') |"$'\n'
+  done
+fi
+
 SECTION=$WORK/section.md
 {
   echo "Command: \`tools/bench/scale-bench.sh${SIZES:+ --sizes \"$SIZES\"}\` ($(date -u +%Y-%m-%d), load average before: $LOAD_BEFORE; $CACHE_NOTE)."
@@ -107,6 +131,14 @@ SECTION=$WORK/section.md
   echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written (last ¾) | (whole run) | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
+  if [ -n "$SIM_ROWS" ]; then
+    echo
+    echo "eraid-sim (sepbit, cost-benefit, 64 MiB segments), uniform random 4 KiB writes of 3× the working set; peak RSS less that of a 1,024-block replay ($((base_kib >> 10)) MiB), per LBA tracked:"
+    echo
+    echo "| working set | LBAs tracked | peak RSS MiB | bytes / tracked LBA | replay s |"
+    echo "|---|---|---|---|---|"
+    printf '%s' "$SIM_ROWS"
+  fi
 } > "$SECTION"
 cat "$SECTION"
 [ "$QUICK" = 1 ] || write_section scale-bench "$SECTION"
