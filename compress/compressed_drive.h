@@ -111,6 +111,31 @@ struct DriveStats {
   uint64_t nospace_errors = 0;
   uint64_t corrupt_reads = 0;
 
+  // Adds another drive's counters: the figures of several drives (an array's), or of a
+  // drive and the one it replaced.
+  void Add(const DriveStats& o) {
+    logical_blocks += o.logical_blocks;
+    flash_bytes += o.flash_bytes;
+    usable_bytes += o.usable_bytes;
+    mapped_blocks += o.mapped_blocks;
+    live_bytes += o.live_bytes;
+    used_eu_bytes += o.used_eu_bytes;
+    free_eus += o.free_eus;
+    host_write_bytes += o.host_write_bytes;
+    host_stored_bytes += o.host_stored_bytes;
+    compressed_blocks += o.compressed_blocks;
+    given_records += o.given_records;
+    gc_relocated_bytes += o.gc_relocated_bytes;
+    flash_write_bytes += o.flash_write_bytes;
+    meta_write_bytes += o.meta_write_bytes;
+    gc_erased_eus += o.gc_erased_eus;
+    background_erased_eus += o.background_erased_eus;
+    checkpoints += o.checkpoints;
+    flashalloc_ranges += o.flashalloc_ranges;
+    flashalloc_evictions += o.flashalloc_evictions;
+    nospace_errors += o.nospace_errors;
+    corrupt_reads += o.corrupt_reads;
+  }
   // Flash bytes written per record byte the host produced: 1.0 = no device GC copying.
   double device_waf() const {
     return host_stored_bytes ? static_cast<double>(flash_write_bytes) / host_stored_bytes : 0.0;

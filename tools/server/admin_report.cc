@@ -43,12 +43,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   const std::vector<DriveStats> drive_stats = a.drive_stats();
   for (uint32_t d = 0; d < drive_stats.size(); ++d) {
     const DriveStats& ds = drive_stats[d];
-    sum.live_bytes += ds.live_bytes;
-    sum.usable_bytes += ds.usable_bytes;
-    sum.mapped_blocks += ds.mapped_blocks;
-    sum.host_write_bytes += ds.host_write_bytes;
-    sum.host_stored_bytes += ds.host_stored_bytes;
-    sum.flash_write_bytes += ds.flash_write_bytes;
+    sum.Add(ds);
     const DeviceStats& st = as.devices[d];
     Json dev = Json::object(
         {{"index", d},

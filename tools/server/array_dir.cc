@@ -452,11 +452,7 @@ LifetimeCounters ArrayDir::Lifetime() const {
   std::shared_lock lock(devices_mu_);
   DriveStats sum = replaced_;
   for (const auto& d : drives_) {
-    if (!d) continue;
-    const DriveStats ds = d->stats();
-    sum.host_write_bytes += ds.host_write_bytes;
-    sum.host_stored_bytes += ds.host_stored_bytes;
-    sum.flash_write_bytes += ds.flash_write_bytes;
+    if (d) sum.Add(d->stats());
   }
   c.raid_written_bytes += sum.host_write_bytes;
   c.device_stored_bytes += sum.host_stored_bytes;

@@ -50,10 +50,7 @@ Status ArrayDir::Replace(DeviceIndex id, const std::string& with, uint64_t rate_
   // The array no longer touches the old drive: swap the objects, then the files.
   std::unique_lock lock_devices(devices_mu_);
   // The old drive's counters stay in the array's lifetime figures.
-  const DriveStats old = drives_[d] ? drives_[d]->stats() : DriveStats{};
-  replaced_.host_write_bytes += old.host_write_bytes;
-  replaced_.host_stored_bytes += old.host_stored_bytes;
-  replaced_.flash_write_bytes += old.flash_write_bytes;
+  if (drives_[d]) replaced_.Add(drives_[d]->stats());
   std::swap(drives_[d], drive);
   std::swap(files_[d], file);
   drive.reset();
