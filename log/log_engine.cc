@@ -144,8 +144,11 @@ void LogEngine::Invalidate(uint64_t lba) {
 }
 
 void LogEngine::GrowTo(uint64_t end) {
-  map_.resize(std::max<uint64_t>(end, map_.size() * 3 / 2 + 4096), 0);
-  if (has_data_) copies_.resize(map_.size(), 0);
+  uint64_t grown = map_.size() * 3 / 2 + 4096;
+  if (options_.lba_space > 0) grown = std::min(grown, options_.lba_space);
+  const uint64_t size = std::max(end, grown);
+  map_.resize(size);  // zero pages: RAM only for the pages written
+  if (has_data_) copies_.resize(size);
 }
 
 Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user_time,

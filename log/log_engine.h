@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "log/lba_table.h"
 #include "log/placement.h"
 #include "log/segment_store.h"
 
@@ -89,6 +90,9 @@ struct EngineOptions {
   // > 0: counters per extent of 2^extent_shift LBAs (ExtentCounters), for volumes made
   // of extents of the engine's LBA space (log/volumes.h).
   uint32_t extent_shift = 0;
+  // > 0: the LBAs the engine will see are below this (a hint: the per-LBA tables grow by
+  // half again as they go, but not past it).
+  uint64_t lba_space = 0;
 };
 
 struct ExtentCounters {
@@ -264,11 +268,10 @@ class LogEngine {
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
   std::vector<uint32_t> open_;  // class -> segment index (kNoSegment: none now)
-  std::vector<uint64_t>
-      map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
+  LbaTable<uint64_t> map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
-  std::vector<uint32_t> copies_;
+  LbaTable<uint32_t> copies_;
   std::unordered_map<uint64_t, uint32_t> trim_refs_;
   std::vector<ExtentCounters> extents_;  // with extent_shift
   ExtentCounters* ExtentOf(uint64_t lba) {

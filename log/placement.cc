@@ -17,7 +17,14 @@ class LbaArray {
   explicit LbaArray(T fill) : fill_(fill) {}
   T get(uint64_t lba) const { return lba < v_.size() ? v_[lba] : fill_; }
   T& at(uint64_t lba) {
-    if (lba >= v_.size()) v_.resize(std::max<uint64_t>(lba + 1, v_.size() * 3 / 2 + 1024), fill_);
+    if (lba >= v_.size()) {
+      // Reserved exactly: resize alone takes twice the old size (libstdc++ grows capacity
+      // by at least the current size). Not an LbaTable: its lazily faulted pages made
+      // SepBIT's replay a third slower (every lookup lands on a new page at first).
+      const uint64_t n = std::max<uint64_t>(lba + 1, v_.size() * 3 / 2 + 1024);
+      v_.reserve(n);
+      v_.resize(n, fill_);
+    }
     return v_[lba];
   }
   uint64_t bytes() const { return v_.capacity() * sizeof(T); }

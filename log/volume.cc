@@ -132,6 +132,7 @@ EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
   eo.selection = options_.selection;
   eo.keep_victim_gps = false;
   eo.extent_shift = options_.extent_shift;
+  eo.lba_space = address_blocks_;
   if (options_.gc_when == GcTrigger::kFreeSpace) {
     eo.total_segments = array.geometry().segments;
     // Free segments GC keeps in reserve beyond one open segment per class; victims are
