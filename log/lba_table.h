@@ -71,9 +71,6 @@ class LbaTable {
     size_ = n;
   }
 
-  // Bytes of address space held (not all of it resident).
-  uint64_t reserved_bytes() const { return bytes_; }
-
  private:
   static uint64_t RoundUp(uint64_t b) {
     constexpr uint64_t kPage = 4096;
