@@ -24,6 +24,9 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
       counting_(dynamic_cast<const CountingStore*>(&store)),
       replay_(counting_ != nullptr && options.extent_shift == 0),
       open_(placement.classes()) {
+  // A replay's working set is dense: its map too (the directory would cost every block a
+  // load). A volume's map takes memory only for the runs of LBAs written.
+  map_.set_dense(replay_);
   stats_.user_per_class.assign(placement.classes(), 0);
   stats_.gc_per_class.assign(placement.classes(), 0);
   for (uint32_t c = 0; c < std::max(placement.classes(), options.initial_open_segments); ++c) {
@@ -138,7 +141,7 @@ void LogEngine::Invalidate(uint64_t lba) {
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
   if (!counting_) store_.OnInvalidate(seg.handle);
-  map_[lba] = 0;
+  map_.ref(lba) = 0;
   --stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) --e->valid_blocks;
 }
@@ -147,7 +150,7 @@ void LogEngine::GrowTo(uint64_t end) {
   uint64_t grown = map_.size() * 3 / 2 + 4096;
   if (options_.lba_space > 0) grown = std::min(grown, options_.lba_space);
   const uint64_t size = std::max(end, grown);
-  map_.resize(size);  // zero pages: RAM only for the pages written
+  map_.resize(size);  // RAM only for the pages written
   if (has_data_) copies_.resize(size);
 }
 
@@ -284,7 +287,7 @@ Status LogEngine::TrimRecord(uint64_t lba, uint32_t blocks) {
   for (uint64_t l = lba; l < end; ++l) {
     Invalidate(l);
     if (copies_[l] == 0) continue;
-    map_[l] = entry | kTrimmed;
+    map_.ref(l) = entry | kTrimmed;
     ++refs;
   }
   trim_refs_[entry] = refs;
@@ -294,7 +297,7 @@ Status LogEngine::TrimRecord(uint64_t lba, uint32_t blocks) {
 
 void LogEngine::Untrim(uint64_t lba) {
   const uint64_t entry = map_[lba] & ~kTrimmed;
-  map_[lba] = 0;
+  map_.ref(lba) = 0;
   auto it = trim_refs_.find(entry);
   if (--it->second > 0) return;
   // No LBA needs the record any more: it is garbage.
@@ -324,7 +327,7 @@ Status LogEngine::FreeVictim(Unfreed& victim) {
   // whose free comes after a flush that began after this one — so it is never gone while
   // a copy it hid can still be found (docs/log.md, "Trim").
   for (uint64_t lba : victim.lbas) {
-    if (--copies_[lba] == 0 && (map_[lba] & kTrimmed)) Untrim(lba);
+    if (--copies_.ref(lba) == 0 && (map_[lba] & kTrimmed)) Untrim(lba);
   }
   victim.lbas.clear();
   return Status::Ok();

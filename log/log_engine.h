@@ -126,8 +126,8 @@ class LogEngine {
   // placement's state into the cache (a replay calls it a few requests ahead).
   void Prefetch(uint64_t lba, uint32_t blocks) const {
     if (lba + blocks <= map_.size()) {
-      __builtin_prefetch(&map_[lba]);
-      __builtin_prefetch(&map_[lba + blocks - 1]);
+      map_.Prefetch(lba);
+      map_.Prefetch(lba + blocks - 1);
     }
     placement_.Prefetch(lba);
   }
@@ -268,10 +268,11 @@ class LogEngine {
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
   std::vector<uint32_t> open_;  // class -> segment index (kNoSegment: none now)
-  LbaTable<uint64_t> map_;  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
+  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
+  PagedLbaTable<uint64_t> map_;
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
-  LbaTable<uint32_t> copies_;
+  PagedLbaTable<uint32_t> copies_;
   std::unordered_map<uint64_t, uint32_t> trim_refs_;
   std::vector<ExtentCounters> extents_;  // with extent_shift
   ExtentCounters* ExtentOf(uint64_t lba) {

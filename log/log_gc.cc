@@ -102,7 +102,7 @@ void LogEngine::StartVictim(uint32_t index) {
   // ahead, so its cache miss overlaps this slot's work (the loop's main cost).
   if (slot + kGcPrefetch < victim.slots.size() &&
       victim.slots[slot + kGcPrefetch].lba < map_.size()) {
-    __builtin_prefetch(&map_[victim.slots[slot + kGcPrefetch].lba]);
+    map_.Prefetch(victim.slots[slot + kGcPrefetch].lba);
   }
   *copied = false;
   const Slot s = victim.slots[slot];
@@ -141,7 +141,7 @@ Status LogEngine::CopyReplayed(uint32_t index, const GcAgeBands& bands) {
   const Segment& victim = *segments_[index];
   const Slot* const slots = victim.slots.data();
   const auto n = static_cast<uint32_t>(victim.slots.size());
-  const uint64_t* const map = map_.data();  // GC never grows the map
+  const uint64_t* const map = map_.dense_data();  // a replay's map is dense; GC never grows it
   for (uint32_t slot = 0; slot < n; ++slot) {
     if (slot + kGcPrefetch < n) __builtin_prefetch(&map[slots[slot + kGcPrefetch].lba]);
     const Slot s = slots[slot];
@@ -185,7 +185,7 @@ Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_inval
   ERAID_ASSIGN_OR_RETURN(uint64_t moved, AppendSlot(TrimClass(), TrimTag(first, last - first + 1),
                                                     s.user_time, ZeroBlock()));
   for (uint64_t l = first; l <= last; ++l) {
-    if (map_[l] == (entry | kTrimmed)) map_[l] = moved | kTrimmed;
+    if (map_[l] == (entry | kTrimmed)) map_.ref(l) = moved | kTrimmed;
   }
   trim_refs_.erase(entry);
   trim_refs_[moved] = refs;

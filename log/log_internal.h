@@ -65,12 +65,14 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 // Replay's Invalidate: on a counting store no LBA is ever trimmed by a record (a trim only
 // invalidates) and no store is told.
 [[gnu::always_inline]] inline void LogEngine::InvalidateMapped(uint64_t lba) {
-  if (lba >= map_.size() || map_[lba] == 0) return;
-  Segment& seg = *segments_[log_internal::IndexOf(map_[lba])];
+  if (lba >= map_.size()) return;
+  uint64_t& entry = map_.dense_data()[lba];  // a replay's map is dense
+  if (entry == 0) return;
+  Segment& seg = *segments_[log_internal::IndexOf(entry)];
   ERAID_CHECK(seg.n_invalid < seg.slots.size());
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
-  map_[lba] = 0;
+  entry = 0;
   --stats_.valid_blocks;
 }
 
@@ -99,8 +101,8 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
     ERAID_ASSIGN_OR_RETURN(entry, AppendSlot(cls, lba, user_time, data));
   }
   Grow(lba + 1);
-  map_[lba] = entry;
-  if (has_data_) ++copies_[lba];
+  map_.ref(lba) = entry;
+  if (has_data_) ++copies_.ref(lba);
   ++stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
   return SealIfFull(log_internal::IndexOf(entry));
@@ -113,7 +115,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
   Grow(slot.lba + 1);
-  map_[slot.lba] = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
+  map_.dense_data()[slot.lba] = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
   seg.slots.push_back(slot);
   seg.modified_us = timestamp_us_;
   ++stats_.valid_blocks;

@@ -56,7 +56,9 @@ Status LogEngine::FinishRecovery() {
   auto offer = [&](uint64_t lba, uint64_t entry, uint64_t user_time) {
     if (lba >= map_.size()) Grow(lba + 1);
     const uint64_t e = map_[lba];
-    if (e == 0 || user_time > segments_[IndexOf(e)]->slots[SlotOf(e)].user_time) map_[lba] = entry;
+    if (e == 0 || user_time > segments_[IndexOf(e)]->slots[SlotOf(e)].user_time) {
+      map_.ref(lba) = entry;
+    }
   };
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment* seg = segments_[i].get();
@@ -68,20 +70,20 @@ Status LogEngine::FinishRecovery() {
         for (uint64_t l = first; l < end; ++l) offer(l, Pack(i, slot) | kTrimmed, s.user_time);
       } else {
         offer(s.lba, Pack(i, slot), s.user_time);
-        if (has_data_) ++copies_[s.lba];
+        if (has_data_) ++copies_.ref(s.lba);
       }
     }
   }
   // A trimmed LBA with no copy left needs no record; the others hold theirs live.
   trim_refs_.clear();
-  for (uint64_t l = 0; l < map_.size(); ++l) {
-    if (!(map_[l] & kTrimmed)) continue;
+  map_.ForEachPaged([&](uint64_t l, uint64_t& e) {
+    if (!(e & kTrimmed)) return;
     if (!has_data_ || copies_[l] == 0) {
-      map_[l] = 0;
+      e = 0;
     } else {
-      ++trim_refs_[map_[l] & ~kTrimmed];
+      ++trim_refs_[e & ~kTrimmed];
     }
-  }
+  });
   stats_.live_trim_records = trim_refs_.size();
   n_blocks_ = n_invalid_sealed_ = 0;
   stats_.valid_blocks = 0;
@@ -107,28 +109,31 @@ int LogEngine::ClassOf(uint64_t lba) const {
 Status LogEngine::CheckInvariants() const {
   uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
   std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
-  for (uint64_t lba = 0; lba < map_.size(); ++lba) {
-    const uint64_t e = map_[lba];
-    if (e == 0) continue;
+  Status bad;                                   // the first entry found wrong
+  map_.ForEachPaged([&](uint64_t lba, uint64_t e) {
+    if (e == 0 || !bad.ok()) return;
     const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
-    if (!seg || SlotOf(e) >= seg->slots.size())
-      return Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
+    if (!seg || SlotOf(e) >= seg->slots.size()) {
+      bad = Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
+      return;
+    }
     const uint64_t tag = seg->slots[SlotOf(e)].lba;
     if (e & kTrimmed) {
       if (!IsTrimTag(tag) || lba < TrimFirst(tag) || lba >= TrimFirst(tag) + TrimBlocks(tag)) {
-        return Status::Corruption("lba " + std::to_string(lba) +
-                                  " is trimmed by a slot whose range lacks it");
+        bad = Status::Corruption("lba " + std::to_string(lba) +
+                                 " is trimmed by a slot whose range lacks it");
+      } else if (has_data_ && copies_[lba] == 0) {
+        bad = Status::Corruption("lba " + std::to_string(lba) +
+                                 " keeps a trim record but has no copy to hide");
+      } else {
+        ++refs[e & ~kTrimmed];
       }
-      if (has_data_ && copies_[lba] == 0) {
-        return Status::Corruption("lba " + std::to_string(lba) +
-                                  " keeps a trim record but has no copy to hide");
-      }
-      ++refs[e & ~kTrimmed];
     } else if (tag != lba) {
-      return Status::Corruption("lba " + std::to_string(lba) +
-                                " maps to a slot holding another block");
+      bad = Status::Corruption("lba " + std::to_string(lba) +
+                               " maps to a slot holding another block");
     }
-  }
+  });
+  ERAID_RETURN_IF_ERROR(bad);
   if (refs.size() != trim_refs_.size())
     return Status::Corruption("live trim record count mismatch");
   for (const auto& [entry, n] : refs) {
@@ -157,14 +162,17 @@ Status LogEngine::CheckInvariants() const {
     return Status::Corruption("live trim record stat mismatch");
   if (options_.extent_shift) {
     std::vector<uint64_t> per(extents_.size());
-    for (uint64_t lba = 0; lba < map_.size(); ++lba) {
-      if (IsData(map_[lba])) {
-        const uint64_t e = lba >> options_.extent_shift;
-        if (e >= per.size())
-          return Status::Corruption("an extent with valid blocks has no counters");
+    bool uncounted = false;
+    map_.ForEachPaged([&](uint64_t lba, uint64_t entry) {
+      if (!IsData(entry)) return;
+      const uint64_t e = lba >> options_.extent_shift;
+      if (e >= per.size()) {
+        uncounted = true;
+      } else {
         ++per[e];
       }
-    }
+    });
+    if (uncounted) return Status::Corruption("an extent with valid blocks has no counters");
     for (size_t e = 0; e < per.size(); ++e) {
       if (per[e] != extents_[e].valid_blocks)
         return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "log/lba_table.h"
+
 namespace eraid {
 namespace {
 
@@ -14,7 +16,7 @@ constexpr double kInfinity = std::numeric_limits<double>::max();
 template <typename T>
 class LbaArray {
  public:
-  explicit LbaArray(T fill) : fill_(fill) {}
+  explicit LbaArray(T fill = T{}) : fill_(fill) {}
   T get(uint64_t lba) const { return lba < v_.size() ? v_[lba] : fill_; }
   T& at(uint64_t lba) {
     if (lba >= v_.size()) {
@@ -35,6 +37,27 @@ class LbaArray {
  private:
   T fill_;
   std::vector<T> v_;
+};
+
+// LbaArray's interface over a PagedLbaTable (entries start at zero): per-LBA state that
+// takes memory only for the runs of LBAs written — a live volume's, whose writes may be
+// scattered over a large LBA space, where one array over all of it would cost 8 bytes per
+// LBA of the volume however little of it is written.
+template <typename T>
+class PagedLbaArray {
+ public:
+  T get(uint64_t lba) const { return lba < t_.size() ? t_[lba] : T{}; }
+  T& at(uint64_t lba) {
+    if (lba >= t_.size()) t_.resize(std::max<uint64_t>(lba + 1, t_.size() * 3 / 2 + 4096));
+    return t_.ref(lba);
+  }
+  uint64_t bytes() const { return t_.bytes(); }
+  void Prefetch(uint64_t lba) const {
+    if (lba < t_.size()) t_.Prefetch(lba);
+  }
+
+ private:
+  PagedLbaTable<T> t_;
 };
 
 class NoSep final : public Placement {
@@ -61,6 +84,9 @@ class SepGC final : public Placement {
   }
 };
 
+// LastWrites: LbaArray<uint64_t> (a replay: dense and fastest) or PagedLbaArray<uint64_t>
+// (a volume: memory by LBAs written).
+template <typename LastWrites>
 class SepBIT final : public Placement {
  public:
   const char* name() const override { return "sepbit"; }
@@ -155,7 +181,7 @@ class SepBIT final : public Placement {
   int collected_ = 0;
   std::vector<uint64_t> fifo_;
   size_t head_ = 0;
-  LbaArray<uint64_t> last_write_{0};  // LBA -> user time of its last write (from 1)
+  LastWrites last_write_{};  // LBA -> user time of its last write (from 1); 0: never
   uint64_t unique_ = 0, peak_unique_ = 0;
 };
 
@@ -486,8 +512,11 @@ std::vector<std::string> PlacementNames() {
 }
 
 Result<std::unique_ptr<Placement>> MakePlacement(
-    const std::string& name, std::shared_ptr<const std::vector<uint64_t>> future) {
-  if (name == "sepbit") return std::unique_ptr<Placement>(new SepBIT());
+    const std::string& name, std::shared_ptr<const std::vector<uint64_t>> future, bool paged) {
+  if (name == "sepbit") {
+    if (paged) return std::unique_ptr<Placement>(new SepBIT<PagedLbaArray<uint64_t>>());
+    return std::unique_ptr<Placement>(new SepBIT<LbaArray<uint64_t>>());
+  }
   if (name == "nosep") return std::unique_ptr<Placement>(new NoSep());
   if (name == "sepgc") return std::unique_ptr<Placement>(new SepGC());
   if (name == "dac") return std::unique_ptr<Placement>(new Dac());

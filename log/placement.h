@@ -112,10 +112,12 @@ class Placement {
 
 // Names: sepbit, nosep, sepgc, fk, oracle, dac, fadac, warcip. `future_lifespans` (fk, oracle): for
 // the i-th user-written block (from 0), the number of user writes until its LBA is written again,
-// or UINT64_MAX if never.
+// or UINT64_MAX if never. `paged` (a live volume): SepBIT keeps its per-LBA state in pages
+// over the LBAs written, not one array over every LBA up to the highest (a replay's, the
+// faster while the working set is dense).
 Result<std::unique_ptr<Placement>> MakePlacement(
     const std::string& name,
-    std::shared_ptr<const std::vector<uint64_t>> future_lifespans = nullptr);
+    std::shared_ptr<const std::vector<uint64_t>> future_lifespans = nullptr, bool paged = false);
 std::vector<std::string> PlacementNames();
 
 }  // namespace eraid

@@ -159,7 +159,7 @@ static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions&
   if (!(options.utilization > 0 && options.utilization <= 0.9)) {
     return Status::InvalidArgument("utilization must be in (0, 0.9]");
   }
-  return MakePlacement(options.placement);
+  return MakePlacement(options.placement, nullptr, /*paged=*/true);
 }
 
 Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const VolumeOptions& options) {
