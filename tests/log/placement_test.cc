@@ -73,11 +73,15 @@ TEST(SepBitTest, ShortAndLongLivedUserWritesAndTheFifoBound) {
 // against the paper's FIFO itself (a deque of writes, bounded by min(valid blocks, l),
 // with l a real number that changes as segments are collected), every class, the FIFO's
 // length and its unique LBAs agree, and GC classes agree with the age bands.
-TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
+// Both ways of keeping SepBIT's per-LBA state: one array (a replay's) and pages over the
+// LBAs written (a volume's), which must decide alike.
+class SepBitStateTest : public testing::TestWithParam<bool> {};
+
+TEST_P(SepBitStateTest, DecidesAsTheFifoItDescribes) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
-  auto p = std::move(MakePlacement("sepbit")).value();
+  auto p = std::move(MakePlacement("sepbit", nullptr, /*paged=*/GetParam())).value();
   std::deque<std::pair<uint64_t, uint64_t>> fifo;  // (lba, user time), oldest first
   double l = std::numeric_limits<double>::max();
   for (uint64_t now = 1; now <= 60000; ++now) {
@@ -100,7 +104,9 @@ TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
         EXPECT_EQ(p->GcWrite(7, now - age, 1, At(now)), want);
       }
     }
-    const uint64_t lba = rng() % 4 == 0 ? rng() % 50 : rng() % 3000;
+    // Hot LBAs, warm ones, and a few far apart (a paged table's pages there stay alone).
+    const uint64_t pick = rng() % 8;
+    const uint64_t lba = pick < 2 ? rng() % 50 : pick < 7 ? rng() % 3000 : rng() % (1u << 24);
     const uint64_t valid = 200 + rng() % 2000;
     // The paper's rule on the FIFO as it stands before this write.
     std::optional<uint64_t> newest;
@@ -123,6 +129,8 @@ TEST(SepBitTest, DecidesAsTheFifoItDescribes) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ArrayOrPaged, SepBitStateTest, testing::Bool());
 
 // Figure 2 of the paper: with future knowledge of invalidation times and enough open
 // segments, every collected segment is wholly invalid, so GC rewrites nothing.
