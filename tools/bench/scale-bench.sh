@@ -49,7 +49,8 @@ kib() { awk -v f="$1:" '$1 == f {print $2}' "/proc/$2/status"; }
 start() {
   local t0 t1 pid
   t0=$(date +%s.%N)
-  "$ERAID" serve --dir "$1" --daemon >/dev/null
+  # On a failure, the server's log goes with the message (the work folder is removed).
+  "$ERAID" serve --dir "$1" --daemon >/dev/null || { tail -20 "$1/serve.log" >&2; exit 1; }
   t1=$(date +%s.%N)
   pid=$(serve_pid "$1")
   echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') $(kib RssAnon "$pid") $(kib RssFile "$pid")"
