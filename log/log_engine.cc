@@ -81,7 +81,6 @@ Status LogEngine::OpenSegment(uint32_t cls) {
   // classes (a replay's placement may open hundreds of segments).
   if (open_.size() <= 16) {
     seg->slots.reserve(options_.segment_blocks);
-    if (has_data_) seg->positions.reserve(options_.segment_blocks);
   }
   segments_[index] = std::move(seg);
   open_[cls] = index;
@@ -165,7 +164,7 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
   }
   const auto slot = static_cast<uint32_t>(seg.slots.size());
   seg.slots.push_back({tag, user_time});
-  if (has_data_) seg.positions.push_back(position);
+  if (has_data_) seg.positions.Append(slot, position);
   seg.modified_us = timestamp_us_;
   return Pack(index, slot);
 }
@@ -314,7 +313,7 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
     return Status::Ok();
   }
   const Segment& seg = *segments_[IndexOf(map_[lba])];
-  return store_.Read(seg.handle, seg.positions[SlotOf(map_[lba])], out);
+  return store_.Read(seg.handle, seg.positions.At(SlotOf(map_[lba])), out);
 }
 
 Status LogEngine::Flush() { return FreeCollected(); }

@@ -112,7 +112,7 @@ void LogEngine::StartVictim(uint32_t index) {
   if (has_data_) {
     gc_buf_.resize(kBlockSize);
     ERAID_RETURN_IF_ERROR(
-        store_.Read(victim.handle, victim.positions[slot], gc_buf_).WithContext("gc read"));
+        store_.Read(victim.handle, victim.positions.At(slot), gc_buf_).WithContext("gc read"));
     data = gc_buf_;
   }
   const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());

@@ -17,10 +17,9 @@ void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<Recovere
   seg->sealed = true;
   seg->created_time = UINT64_MAX;
   seg->slots.reserve(blocks.size());  // exact: per-slot state is most of the log's RAM
-  if (has_data_) seg->positions.reserve(blocks.size());
   for (const RecoveredBlock& b : blocks) {
+    if (has_data_) seg->positions.Append(static_cast<uint32_t>(seg->slots.size()), b.position);
     seg->slots.push_back({b.lba, b.user_time});
-    seg->positions.push_back(b.position);
     seg->created_time = std::min(seg->created_time, b.user_time);
     now_ = std::max(now_, b.user_time);
   }

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <vector>
 
+#include "log/log_internal.h"
 #include "tests/support/seed.h"
 
 namespace eraid {
@@ -89,6 +91,27 @@ TEST(LbaTableTest, GrowsWithoutLosingEntries) {
   EXPECT_EQ(t[9], 7u);
   EXPECT_EQ(t[10], 0u);
   EXPECT_EQ(t[(uint64_t{1} << 24) - 1], 0u);
+}
+
+TEST(SlotPositionsTest, RunsGiveEverySlotItsPosition) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  log_internal::SlotPositions p;
+  std::vector<uint32_t> want;
+  uint32_t position = 0;
+  for (uint32_t slot = 0; slot < 20000; ++slot) {
+    // A summary before this block now and then (every block, at worst: a flush per write).
+    if (rng() % 50 == 0) position += 1 + static_cast<uint32_t>(rng() % 2);
+    want.push_back(position);
+    p.Append(slot, position++);
+  }
+  for (uint32_t slot = 0; slot < want.size(); ++slot) ASSERT_EQ(p.At(slot), want[slot]);
+  EXPECT_LT(p.runs(), want.size() / 25);  // one run per jump, not a position per slot
+  // Positions out of order (as a recovery may list them) still read back.
+  log_internal::SlotPositions q;
+  for (uint32_t slot = 0; slot < 100; ++slot) q.Append(slot, (slot * 37) % 101);
+  for (uint32_t slot = 0; slot < 100; ++slot) ASSERT_EQ(q.At(slot), (slot * 37) % 101);
 }
 
 }  // namespace
