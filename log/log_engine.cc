@@ -326,7 +326,7 @@ Status LogEngine::FreeVictim(Unfreed& victim) {
   // whose free comes after a flush that began after this one — so it is never gone while
   // a copy it hid can still be found (docs/log.md, "Trim").
   for (uint64_t lba : victim.lbas) {
-    if (--copies_.ref(lba) == 0 && (map_[lba] & kTrimmed)) Untrim(lba);
+    if (DropCopy(lba) && (map_[lba] & kTrimmed)) Untrim(lba);
   }
   victim.lbas.clear();
   return Status::Ok();

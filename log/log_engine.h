@@ -272,7 +272,18 @@ class LogEngine {
   PagedLbaTable<uint64_t> map_;
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
-  PagedLbaTable<uint32_t> copies_;
+  // Saturating: an LBA that once had 65,535 copies stays counted, its trim record kept.
+  PagedLbaTable<uint16_t> copies_;
+  void AddCopy(uint64_t lba) {
+    uint16_t& c = copies_.ref(lba);
+    if (c != UINT16_MAX) ++c;
+  }
+  // Returns true if that was its last copy.
+  bool DropCopy(uint64_t lba) {
+    uint16_t& c = copies_.ref(lba);
+    if (c != UINT16_MAX) --c;
+    return c == 0;
+  }
   std::unordered_map<uint64_t, uint32_t> trim_refs_;
   std::vector<ExtentCounters> extents_;  // with extent_shift
   ExtentCounters* ExtentOf(uint64_t lba) {

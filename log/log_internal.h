@@ -132,7 +132,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   }
   Grow(lba + 1);
   map_.ref(lba) = entry;
-  if (has_data_) ++copies_.ref(lba);
+  if (has_data_) AddCopy(lba);
   ++stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
   return SealIfFull(log_internal::IndexOf(entry));

@@ -69,7 +69,7 @@ Status LogEngine::FinishRecovery() {
         for (uint64_t l = first; l < end; ++l) offer(l, Pack(i, slot) | kTrimmed, s.user_time);
       } else {
         offer(s.lba, Pack(i, slot), s.user_time);
-        if (has_data_) ++copies_.ref(s.lba);
+        if (has_data_) AddCopy(s.lba);
       }
     }
   }
