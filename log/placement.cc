@@ -84,8 +84,38 @@ class SepGC final : public Placement {
   }
 };
 
-// LastWrites: LbaArray<uint64_t> (a replay: dense and fastest) or PagedLbaArray<uint64_t>
-// (a volume: memory by LBAs written).
+// SepBIT's per-LBA last write times (user time, from 1; 0: never written).
+// A replay's: one array, 8 bytes per LBA up to the highest — dense and fastest.
+class DenseWriteTimes {
+ public:
+  uint64_t get(uint64_t lba, uint64_t /*now*/) const { return t_.get(lba); }
+  void set(uint64_t lba, uint64_t now) { t_.at(lba) = now; }
+  void Prefetch(uint64_t lba) const { t_.Prefetch(lba); }
+
+ private:
+  LbaArray<uint64_t> t_;
+};
+// A volume's: pages over the LBAs written, and 4 bytes a time: the time modulo
+// M = 2^32 - 1, plus one (0 stays "never"), read back as the latest time at or before now
+// with that remainder. Exact for every time SepBIT looks at (the FIFO spans fewer than M
+// writes); an LBA left unwritten for M blocks (16 TiB) of writes reads as younger than it
+// is, which may place its next write with the short-lived ones — where it goes, never
+// what is stored.
+class PagedWriteTimes {
+ public:
+  uint64_t get(uint64_t lba, uint64_t now) const {
+    const uint32_t t = t_.get(lba);
+    if (t == 0) return 0;
+    return now - (now % kM + kM - (t - 1)) % kM;
+  }
+  void set(uint64_t lba, uint64_t now) { t_.at(lba) = static_cast<uint32_t>(now % kM + 1); }
+  void Prefetch(uint64_t lba) const { t_.Prefetch(lba); }
+
+ private:
+  static constexpr uint64_t kM = UINT32_MAX;
+  PagedLbaArray<uint32_t> t_;
+};
+
 template <typename LastWrites>
 class SepBIT final : public Placement {
  public:
@@ -101,12 +131,12 @@ class SepBIT final : public Placement {
     // Class 1 if the block this write invalidates was written within the last
     // min(l, |FIFO|) user writes, i.e. lived shorter than l.
     const uint64_t size = fifo_size();
-    const uint64_t last = last_write_.get(lba);  // 0: never written
+    const uint64_t last = last_write_.get(lba, ctx.now);  // 0: never written
     const uint64_t age = ctx.now - last;
     const bool in_fifo = last != 0 && age <= size;
     const uint32_t cls = in_fifo && age < std::min(l_ceil_, size) ? 0 : 1;
     unique_ += !in_fifo;
-    last_write_.at(lba) = ctx.now;
+    last_write_.set(lba, ctx.now);
     fifo_.push_back(lba);
     // Keep the FIFO no longer than min(valid blocks, l): one out per write, two while
     // shrinking after l dropped.
@@ -168,7 +198,7 @@ class SepBIT final : public Placement {
     // The head entry was written at user time now - size + 1; its LBA leaves the FIFO if
     // that was its last write.
     const uint64_t written = now - fifo_size() + 1;
-    if (last_write_.get(fifo_[head_++]) == written) --unique_;
+    if (last_write_.get(fifo_[head_++], now) == written) --unique_;
     if (head_ > 4096 && head_ * 2 > fifo_.size()) {  // compact the ring
       fifo_.erase(fifo_.begin(), fifo_.begin() + static_cast<long>(head_));
       head_ = 0;
@@ -181,7 +211,7 @@ class SepBIT final : public Placement {
   int collected_ = 0;
   std::vector<uint64_t> fifo_;
   size_t head_ = 0;
-  LastWrites last_write_{};  // LBA -> user time of its last write (from 1); 0: never
+  LastWrites last_write_;
   uint64_t unique_ = 0, peak_unique_ = 0;
 };
 
@@ -514,8 +544,8 @@ std::vector<std::string> PlacementNames() {
 Result<std::unique_ptr<Placement>> MakePlacement(
     const std::string& name, std::shared_ptr<const std::vector<uint64_t>> future, bool paged) {
   if (name == "sepbit") {
-    if (paged) return std::unique_ptr<Placement>(new SepBIT<PagedLbaArray<uint64_t>>());
-    return std::unique_ptr<Placement>(new SepBIT<LbaArray<uint64_t>>());
+    if (paged) return std::unique_ptr<Placement>(new SepBIT<PagedWriteTimes>());
+    return std::unique_ptr<Placement>(new SepBIT<DenseWriteTimes>());
   }
   if (name == "nosep") return std::unique_ptr<Placement>(new NoSep());
   if (name == "sepgc") return std::unique_ptr<Placement>(new SepGC());
