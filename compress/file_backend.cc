@@ -390,6 +390,14 @@ size_t FileBackend::Reap(bool wait, bool kicks_too) {
       io_uring_cqe_seen(&ring_, cqe);
 
       Status s;
+      if (res == -ECANCELED && op->kind != OpKind::kNop) {
+        // Nothing here cancels an operation: the kernel did, as the thread that submitted
+        // it exited while it waited for an io_uring worker (an nbdkit thread at a
+        // connection's end). Seen as a failed flash write at a clean close and an array
+        // that would not open after it. Submitted again, from this thread.
+        Prep(op);
+        continue;
+      }
       if (op->kind == OpKind::kNop) {
         s = std::move(op->preset);
       } else if (res < 0) {

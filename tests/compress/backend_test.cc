@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -356,6 +357,53 @@ TEST(FileBackendTest, PersistsAcrossReopen) {
   std::vector<std::byte> back(data.size());
   ASSERT_TRUE((*fb)->Read(Lba(7), back).ok());
   EXPECT_EQ(back, data);
+  std::filesystem::remove(path);
+}
+
+// A thread that submits and exits before its operations finish (an nbdkit worker at a
+// connection's end): the kernel cancels what the thread left queued for io_uring's
+// workers (-ECANCELED). Those operations were never ours to cancel: they must still
+// complete, with their data where it belongs.
+TEST(FileBackendTest, OperationsOfAThreadThatExitedStillComplete) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("eraid_file_exit_" + std::to_string(::getpid())))
+          .string();
+  FileBackendOptions o;
+  o.create = true;
+  o.size_bytes = BlocksToBytes(32 * 64);
+  auto fb = FileBackend::Open(path, o);
+  ASSERT_TRUE(fb.ok());
+  FileBackend& b = **fb;
+  std::vector<std::vector<std::byte>> bufs;
+  for (int i = 0; i < 32; ++i) bufs.emplace_back(BlocksToBytes(64), std::byte(i + 1));
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> done{0}, failed{0};
+    std::string first_error;
+    std::mutex mu;
+    auto cb = [&](Status s) {
+      if (!s.ok()) {
+        std::lock_guard lock(mu);
+        if (failed++ == 0) first_error = s.ToString();
+      }
+      ++done;
+    };
+    // fsyncs always go to the kernel's workers; buffered writes often do.
+    std::thread t([&] {
+      for (int i = 0; i < 32; ++i) {
+        b.SubmitWrite(Lba(uint64_t(i) * 64), bufs[i], cb);
+        b.SubmitFlush(cb);
+      }
+    });
+    t.join();  // the submitter is gone; its operations may still be queued
+    while (done.load() < 64) b.Poll(true);
+    ASSERT_EQ(failed.load(), 0) << "round " << round << ": " << first_error;
+  }
+  std::vector<std::byte> back(BlocksToBytes(64));
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(b.Read(Lba(uint64_t(i) * 64), back).ok());
+    ASSERT_EQ(back, bufs[i]) << "extent " << i;
+  }
+  fb->reset();
   std::filesystem::remove(path);
 }
 
