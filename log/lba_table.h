@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/check.h"
+
 namespace eraid {
 
 // __builtin_prefetch, kept: GCC 12 drops a prefetch whose block does nothing else (one
@@ -121,7 +123,10 @@ class PagedLbaTable {
 
   void set_dense(bool dense) { dense_ = dense; }  // REQUIRES: size() == 0
   // Dense only: the entries, for loops that index them directly (valid until a resize).
-  T* dense_data() { return pool_.data(); }
+  T* dense_data() {
+    ERAID_CHECK(dense_);
+    return pool_.data();
+  }
   uint64_t size() const { return size_; }
   // Grows to n entries (never shrinks). REQUIRES for reads and writes: i < size().
   void resize(uint64_t n) {
