@@ -51,7 +51,6 @@ class PagedLbaArray {
     if (lba >= t_.size()) t_.resize(std::max<uint64_t>(lba + 1, t_.size() * 3 / 2 + 4096));
     return t_.ref(lba);
   }
-  uint64_t bytes() const { return t_.bytes(); }
   void Prefetch(uint64_t lba) const {
     if (lba < t_.size()) t_.Prefetch(lba);
   }
