@@ -362,6 +362,45 @@ void ElasticArray::TakeRecoveredBlocks(
   }
 }
 
+Status ElasticArray::ReadTags(SegmentId s,
+                              const std::function<void(uint32_t, uint64_t, uint64_t)>& fn) {
+  std::vector<uint32_t> summaries;       // written (or queued) summary positions
+  std::vector<SummaryEntry> open_batch;  // the open batch's entries, not encoded yet
+  uint32_t open_pos = array_internal::kNoBatch;
+  uint64_t generation = 0;
+  {
+    std::shared_lock lock(mu_);
+    if (s.value >= segments_.size() || segments_[s.value]->entry.scheme == SegmentScheme::kFree)
+      return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not in use");
+    const Segment& seg = *segments_[s.value];
+    summaries.reserve(seg.summaries);
+    for (uint32_t pos = 0; pos < seg.frontier; ++pos) {
+      if (seg.is_summary[pos] && pos != seg.batch_pos) summaries.push_back(pos);
+    }
+    if (seg.batch_pos != array_internal::kNoBatch) {
+      open_pos = seg.batch_pos;
+      open_batch = seg.batch;
+    }
+    generation = seg.entry.generation;
+  }
+  // Read outside the lock: the caller (the log) owns the segment, so it is neither freed
+  // nor written meanwhile; Read serialises with a conversion that moves it.
+  std::vector<std::byte> block(kBlockSize);
+  for (uint32_t pos : summaries) {
+    ERAID_RETURN_IF_ERROR(Read(s, pos, block).WithContext("summary"));
+    auto d = DecodeSummary(block);
+    if (!d.ok() || d->segment != s.value || d->generation != generation || d->position != pos) {
+      return Status::Corruption("segment " + std::to_string(s.value) + " position " +
+                                std::to_string(pos) + ": not its summary");
+    }
+    for (uint32_t i = 0; i < d->entries.size(); ++i)
+      fn(pos + 1 + i, d->entries[i].tag_lba, d->entries[i].tag_time);
+  }
+  for (uint32_t i = 0; i < open_batch.size(); ++i)
+    fn(open_pos + 1 + i, open_batch[i].tag_lba, open_batch[i].tag_time);
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- statistics
 
 ArrayStats ElasticArray::stats() const {

@@ -197,6 +197,14 @@ class ElasticArray {
   void TakeRecoveredBlocks(const std::function<void(SegmentId, uint32_t position, uint64_t tag_lba,
                                                     uint64_t tag_time)>& fn);
 
+  // The tags of every data block of segment s, in position order, as its summaries hold
+  // them (those written read back through Read's checked path, the open batch's from
+  // RAM): what the log needs to collect a segment, kept on disk rather than in RAM.
+  // DataLoss if no copy of a summary matches its CRC.
+  Status ReadTags(
+      SegmentId s,
+      const std::function<void(uint32_t position, uint64_t tag_lba, uint64_t tag_time)>& fn);
+
   // Converts a sealed segment. A no-op if it already has that scheme.
   Status Convert(SegmentId s, SegmentScheme to);
 

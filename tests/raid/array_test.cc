@@ -257,6 +257,62 @@ TEST(ArrayTest, ConversionRepairsBitRotItMeetsAndCopiesNoneOfIt) {
   }
 }
 
+// ReadTags hands back every data block's tags in position order, from the summaries on
+// the devices and the open batch in RAM: while the segment is open (batches closed by
+// flushes and one still open), sealed, converted, with a summary rotten on its primary
+// copy (answered from the redundancy), with a device failed, and after a reopen.
+TEST(ArrayTest, ReadTagsReturnsEveryBlocksTagsFromTheSummaries) {
+  for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    SCOPED_TRACE(raid_format::SchemeName(scheme));
+    const uint64_t seed = TestSeed() + static_cast<uint64_t>(scheme);
+    std::printf("seed=%llu\n", (unsigned long long)seed);
+    Rig rig(4, 8, 4, 4096, seed);
+    const ArrayGeometry& g = rig.array->geometry();
+    SegmentId s = rig.array->AllocateSegment(scheme).value();
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> want;  // position -> tags
+    auto check = [&](const std::string& when) {
+      std::vector<uint32_t> positions;
+      Status st = rig.array->ReadTags(s, [&](uint32_t pos, uint64_t lba, uint64_t time) {
+        positions.push_back(pos);
+        auto it = want.find(pos);
+        ASSERT_NE(it, want.end()) << when << ": position " << pos << " holds no block";
+        EXPECT_EQ(lba, it->second.first) << when << ": position " << pos;
+        EXPECT_EQ(time, it->second.second) << when << ": position " << pos;
+      });
+      ASSERT_TRUE(st.ok()) << when << ": " << st.ToString();
+      std::vector<uint32_t> expected;
+      for (const auto& kv : want) expected.push_back(kv.first);
+      EXPECT_EQ(positions, expected) << when << ": every block, in position order";
+    };
+    const uint32_t total = static_cast<uint32_t>(g.segment_positions()) * 3 / 4;
+    for (uint32_t i = 0; i < total && rig.array->Remaining(s) > 0; ++i) {
+      const uint64_t lba = rig.rng() % 1000000, time = rig.rng();
+      auto pos = rig.array->Append(s, rig.RandomBlock(), lba, time);
+      ASSERT_TRUE(pos.ok());
+      want[*pos] = {lba, time};
+      if (rig.rng() % 40 == 0) ASSERT_TRUE(rig.array->Flush().ok());
+      if (i == total / 2) check("open, half written");
+    }
+    check("open");
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    ASSERT_TRUE(rig.array->Flush().ok());
+    check("sealed");
+    const SegmentScheme other =
+        scheme == SegmentScheme::kRaid5 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+    ASSERT_TRUE(rig.array->Convert(s, other).ok());
+    check("converted");
+    // Rot in the first summary's primary copy: read from the redundancy and repaired.
+    const Place p = g.Primary(s, 0);
+    ASSERT_TRUE(rig.faulty[p.device]->FlipBit(Lba(p.lba), 77).ok());
+    check("summary rotten");
+    EXPECT_EQ(rig.array->stats().repairs, 1u);
+    ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(p.device)).ok());
+    check("degraded");
+    rig.Reopen();
+    check("reopened");
+  }
+}
+
 TEST(ArrayTest, DegradedReadAmplification) {
   // RAID5 reconstructs from n other blocks; RAID10 from 1.
   for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
