@@ -21,6 +21,7 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
       placement_(placement),
       store_(store),
       has_data_(store.has_data()),
+      keeps_tags_(store.keeps_tags()),
       counting_(dynamic_cast<const CountingStore*>(&store)),
       replay_(counting_ != nullptr && options.extent_shift == 0),
       open_(placement.classes()) {
@@ -93,8 +94,12 @@ Status LogEngine::SealSegment(uint32_t cls) {
   Segment& seg = *segments_[open_[cls]];
   ERAID_RETURN_IF_ERROR(store_.Seal(seg.handle));
   seg.sealed = true;
-  // Sealed part-full (placement asked, or summaries took room): give back the rest.
-  if (seg.slots.capacity() - seg.slots.size() > options_.segment_blocks / 16) {
+  if (keeps_tags_) {
+    // The store keeps the tags (and reads them back for GC): 16 bytes per block less.
+    std::vector<Slot>().swap(seg.slots);
+    seg.positions.shrink_to_fit();
+  } else if (seg.slots.capacity() - seg.slots.size() > options_.segment_blocks / 16) {
+    // Sealed part-full (placement asked, or summaries took room): give back the rest.
     seg.slots.shrink_to_fit();
     seg.positions.shrink_to_fit();
   }
@@ -121,7 +126,7 @@ Status LogEngine::SealRequested() {
   std::vector<uint32_t>& classes = placement_.seal_requests();
   Status status;
   for (uint32_t cls : classes) {
-    if (cls >= open_.size() || open_[cls] == kNoSegment || segments_[open_[cls]]->slots.empty())
+    if (cls >= open_.size() || open_[cls] == kNoSegment || segments_[open_[cls]]->n_slots == 0)
       continue;
     status = SealSegment(cls);
     if (!status.ok()) break;
@@ -162,7 +167,7 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
   if (!counting_) {
     ERAID_ASSIGN_OR_RETURN(position, store_.Append(seg.handle, tag, user_time, data));
   }
-  const auto slot = static_cast<uint32_t>(seg.slots.size());
+  const uint32_t slot = seg.n_slots++;
   seg.slots.push_back({tag, user_time});
   if (has_data_) seg.positions.Append(slot, position);
   seg.modified_us = timestamp_us_;
@@ -371,7 +376,7 @@ void LogEngine::ForEachMapped(uint64_t first, uint64_t count,
 
 void LogEngine::ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const {
   for (const auto& seg : segments_) {
-    if (seg && seg->sealed && !seg->slots.empty()) fn(seg->handle, Reclaimable(*seg));
+    if (seg && seg->sealed && seg->n_slots != 0) fn(seg->handle, Reclaimable(*seg));
   }
 }
 

@@ -216,7 +216,10 @@ class LogEngine {
   // map still points at — calling on_valid(lba) for each of the latter (log_recovery.cc:
   // recovery derives the counts with it, CheckInvariants checks them with it).
   template <typename OnValid>
-  uint32_t LiveSlots(uint32_t index, OnValid&& on_valid) const;
+  uint32_t LiveSlots(uint32_t index, const Slot* slots, OnValid&& on_valid) const;
+  // Segment `index`'s slots: in RAM (*out points into the segment), or read back from a
+  // store that keeps the tags into *loaded (checked against the slot count and positions).
+  Status LoadSlots(uint32_t index, std::vector<Slot>* loaded, const Slot** out) const;
   // Writes a trim record for the LBAs of [lba, lba + blocks) that still have a copy in the
   // store and unmaps them all. blocks <= kMaxTrimRecordBlocks.
   Status TrimRecord(uint64_t lba, uint32_t blocks);
@@ -238,14 +241,20 @@ class LogEngine {
   Status CollectGarbage(double min_gp);
   // Puts the best k candidates (GP >= min_gp) first in gc_candidates_; returns how many.
   size_t RankCandidates(double min_gp, size_t k);
-  void StartVictim(uint32_t index);
+  // A segment being collected, with its slots' tags for the length of its collection.
+  struct Victim {
+    uint32_t index = kNoSegment;
+    const Slot* slots = nullptr;  // the segment's own, or `loaded`
+    std::vector<Slot> loaded;
+  };
+  Status StartVictim(uint32_t index, Victim* v);
   // Rewrites the victim's slot through placement if it is still valid (*copied).
   // count_invalid: the victim stays live after the copy, so the slot counts as garbage.
-  Status CopySlot(uint32_t index, uint32_t slot, bool count_invalid, bool* copied);
+  Status CopySlot(const Victim& v, uint32_t slot, bool count_invalid, bool* copied);
   // CopySlot's part for a trim record: rewritten only for the LBAs that still need it.
-  Status CopyTrimRecord(uint32_t index, uint32_t slot, bool count_invalid, bool* copied);
+  Status CopyTrimRecord(const Victim& v, uint32_t slot, bool count_invalid, bool* copied);
   // Takes a fully copied victim out of the log; it is freed at the next FreeCollected.
-  void RetireVictim(uint32_t index);
+  void RetireVictim(Victim* v);
   // Free-space mode: copies up to max_blocks valid blocks of the victim being collected
   // (choosing the best one first if none is); retires it when done. *progress is false
   // if no segment holds garbage.
@@ -258,7 +267,8 @@ class LogEngine {
   EngineOptions options_;
   Placement& placement_;
   SegmentStore& store_;
-  const bool has_data_;  // the store's, asked once: it is on every block's path
+  const bool has_data_;    // the store's, asked once: it is on every block's path
+  const bool keeps_tags_;  // the store's: sealed segments keep no slots in RAM
   const CountingStore* const
       counting_;  // the store, if it is one (its per-block calls are skipped)
   // A counting store without extent counters (eraid-sim): blocks take the replay paths
@@ -316,8 +326,10 @@ class LogEngine {
     double gp, factor, factor_sq;
   };
   std::vector<CountScore> score_of_count_;
-  // The victim CollectStep is collecting (kNoSegment: none) and its next slot.
-  uint32_t gc_victim_ = kNoSegment;
+  // The victims CollectGarbage is collecting (kept to spare allocations), and the one
+  // CollectStep is (index kNoSegment: none) with its next slot.
+  std::vector<Victim> gc_victims_;
+  Victim gc_victim_;
   uint32_t gc_slot_ = 0;
   // Store handles of collected victims: no LBA maps into them, but until a flush makes
   // their copies durable a crash would need them.

@@ -34,8 +34,8 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   double best_sq_floor = -1;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
-    if (!seg || !seg->sealed || i == gc_victim_) continue;
-    const uint64_t slots = seg->slots.size();
+    if (!seg || !seg->sealed || i == gc_victim_.index) continue;
+    const uint64_t slots = seg->n_slots;
     const bool sized = slots <= options_.segment_blocks;
     const uint64_t count = seg->n_invalid + (sized ? options_.segment_blocks - slots : 0);
     if (sized && (count == 0 || (by_count && best.index != kNoSegment && count < best_count))) {
@@ -87,26 +87,30 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
   return k;
 }
 
-void LogEngine::StartVictim(uint32_t index) {
+Status LogEngine::StartVictim(uint32_t index, Victim* v) {
   Segment& victim = *segments_[index];
+  // Before anything changes: a victim whose tags cannot be read is not collected.
+  ERAID_RETURN_IF_ERROR(LoadSlots(index, &v->loaded, &v->slots).WithContext("gc tags"));
+  v->index = index;
   if (options_.keep_victim_gps)
-    stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.slots.size()));
+    stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.n_slots));
   placement_.SegmentCollected(victim.cls, victim.created_time, Context());
+  return Status::Ok();
 }
 
 // Inlined into the GC loops: it runs once per slot of every victim.
-[[gnu::always_inline]] inline Status LogEngine::CopySlot(uint32_t index, uint32_t slot,
+[[gnu::always_inline]] inline Status LogEngine::CopySlot(const Victim& v, uint32_t slot,
                                                          bool count_invalid, bool* copied) {
+  const uint32_t index = v.index;
   Segment& victim = *segments_[index];
   // The victim's LBAs are scattered over the map: ask for the map entry a few slots
   // ahead, so its cache miss overlaps this slot's work (the loop's main cost).
-  if (slot + kGcPrefetch < victim.slots.size() &&
-      victim.slots[slot + kGcPrefetch].lba < map_.size()) {
-    map_.Prefetch(victim.slots[slot + kGcPrefetch].lba);
+  if (slot + kGcPrefetch < victim.n_slots && v.slots[slot + kGcPrefetch].lba < map_.size()) {
+    map_.Prefetch(v.slots[slot + kGcPrefetch].lba);
   }
   *copied = false;
-  const Slot s = victim.slots[slot];
-  if (IsTrimTag(s.lba)) return CopyTrimRecord(index, slot, count_invalid, copied);
+  const Slot s = v.slots[slot];
+  if (IsTrimTag(s.lba)) return CopyTrimRecord(v, slot, count_invalid, copied);
   if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) return Status::Ok();  // garbage
   std::span<const std::byte> data;
   if (has_data_) {
@@ -161,9 +165,10 @@ Status LogEngine::CopyReplayed(uint32_t index, const GcAgeBands& bands) {
   return Status::Ok();
 }
 
-Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_invalid, bool* copied) {
+Status LogEngine::CopyTrimRecord(const Victim& v, uint32_t slot, bool count_invalid, bool* copied) {
+  const uint32_t index = v.index;
   Segment& victim = *segments_[index];
-  const Slot s = victim.slots[slot];
+  const Slot s = v.slots[slot];
   const uint64_t entry = Pack(index, slot);
   auto it = trim_refs_.find(entry);
   if (it == trim_refs_.end()) return Status::Ok();  // garbage
@@ -199,19 +204,23 @@ Status LogEngine::CopyTrimRecord(uint32_t index, uint32_t slot, bool count_inval
   return SealIfFull(IndexOf(moved));
 }
 
-void LogEngine::RetireVictim(uint32_t index) {
+void LogEngine::RetireVictim(Victim* v) {
   // The copies must be durable before the victim's originals go, and they are only after
   // a flush: the victim waits for one (no LBA maps into it any more).
+  const uint32_t index = v->index;
   Segment& victim = *segments_[index];
   std::vector<uint64_t> lbas;
   if (has_data_) {
-    lbas.reserve(victim.slots.size());
-    for (const Slot& s : victim.slots) {
-      if (!IsTrimTag(s.lba)) lbas.push_back(s.lba);
+    lbas.reserve(victim.n_slots);
+    for (uint32_t slot = 0; slot < victim.n_slots; ++slot) {
+      if (!IsTrimTag(v->slots[slot].lba)) lbas.push_back(v->slots[slot].lba);
     }
   }
+  v->index = kNoSegment;
+  v->slots = nullptr;
+  v->loaded.clear();
   unfreed_.push_back({victim.handle, next_unfreed_seq_++, std::move(lbas)});
-  n_blocks_ -= victim.slots.size();
+  n_blocks_ -= victim.n_slots;
   n_invalid_sealed_ -= victim.n_invalid;
   segments_[index].reset();
   free_indices_.push_back(index);
@@ -224,9 +233,11 @@ Status LogEngine::CollectGarbage(double min_gp) {
   const size_t k = RankCandidates(min_gp, options_.segments_per_gc);
   if (k == 0) return Status::Ok();
   ++stats_.gc_operations;
+  if (gc_victims_.size() < k) gc_victims_.resize(k);
   for (size_t v = 0; v < k; ++v) {
     const uint32_t index = gc_candidates_[v].index;
-    StartVictim(index);
+    Victim& victim = gc_victims_[v];
+    ERAID_RETURN_IF_ERROR(StartVictim(index, &victim));
     if (replay_) {
       GcAgeBands bands;
       const bool by_age = placement_.GcBandsFor(segments_[index]->cls, Context(), &bands);
@@ -234,38 +245,35 @@ Status LogEngine::CollectGarbage(double min_gp) {
                                    : CopyReplayed<false>(index, bands));
       continue;
     }
-    const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
+    const uint32_t slots = segments_[index]->n_slots;
     bool copied = false;
     for (uint32_t slot = 0; slot < slots; ++slot) {
-      ERAID_RETURN_IF_ERROR(CopySlot(index, slot, /*count_invalid=*/false, &copied));
+      ERAID_RETURN_IF_ERROR(CopySlot(victim, slot, /*count_invalid=*/false, &copied));
     }
   }
-  for (size_t v = 0; v < k; ++v) RetireVictim(gc_candidates_[v].index);
+  for (size_t v = 0; v < k; ++v) RetireVictim(&gc_victims_[v]);
   return !options_.defer_frees && free_due() ? FreeCollected() : Status::Ok();
 }
 
 Status LogEngine::CollectStep(uint64_t max_blocks, bool* progress) {
   *progress = true;
-  if (gc_victim_ == kNoSegment) {
+  if (gc_victim_.index == kNoSegment) {
     if (RankCandidates(std::numeric_limits<double>::min(), 1) == 0) {
       *progress = false;  // nothing holds garbage
       return Status::Ok();
     }
-    gc_victim_ = gc_candidates_[0].index;
+    ERAID_RETURN_IF_ERROR(StartVictim(gc_candidates_[0].index, &gc_victim_));
     gc_slot_ = 0;
     ++stats_.gc_operations;
-    StartVictim(gc_victim_);
   }
-  const uint32_t index = gc_victim_;
-  const auto slots = static_cast<uint32_t>(segments_[index]->slots.size());
+  const uint32_t slots = segments_[gc_victim_.index]->n_slots;
   for (uint64_t copied = 0; gc_slot_ < slots && copied < max_blocks; ++gc_slot_) {
     bool did = false;
-    ERAID_RETURN_IF_ERROR(CopySlot(index, gc_slot_, /*count_invalid=*/true, &did));
+    ERAID_RETURN_IF_ERROR(CopySlot(gc_victim_, gc_slot_, /*count_invalid=*/true, &did));
     copied += did;
   }
   if (gc_slot_ < slots) return Status::Ok();
-  gc_victim_ = kNoSegment;
-  RetireVictim(index);
+  RetireVictim(&gc_victim_);
   return !options_.defer_frees && free_due() ? FreeCollected() : Status::Ok();
 }
 

@@ -73,6 +73,10 @@ struct LogEngine::Segment {
   uint64_t created_time;     // user time when opened
   uint64_t modified_us = 0;  // timestamp of the last append
   uint32_t n_invalid = 0;
+  uint32_t n_slots = 0;  // slots appended
+  // Each slot's tags (LBA, user time). On a store that keeps them (keeps_tags: the
+  // array's summaries), only while the segment is open or being recovered: a sealed
+  // segment's are read back from the store when GC collects it (LoadSlots).
   std::vector<Slot> slots;
   log_internal::SlotPositions positions;  // stores with data: each slot's store position
 };
@@ -88,8 +92,8 @@ inline PlacementContext LogEngine::Context() const {
 // blocks, and the room it was sealed without filling (a segment sealed part-full by a
 // restart holds nothing but that room). A full segment's is its garbage proportion.
 inline double LogEngine::Reclaimable(const Segment& seg) const {
-  const double size = std::max<double>(options_.segment_blocks, double(seg.slots.size()));
-  return (double(seg.n_invalid) + size - double(seg.slots.size())) / size;
+  const double size = std::max<double>(options_.segment_blocks, double(seg.n_slots));
+  return (double(seg.n_invalid) + size - double(seg.n_slots)) / size;
 }
 
 // Replay's Invalidate: on a counting store no LBA is ever trimmed by a record (a trim only
@@ -99,7 +103,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   uint64_t& entry = map_.dense_data()[lba];  // a replay's map is dense
   if (entry == 0) return;
   Segment& seg = *segments_[log_internal::IndexOf(entry)];
-  ERAID_CHECK(seg.n_invalid < seg.slots.size());
+  ERAID_CHECK(seg.n_invalid < seg.n_slots);
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
   entry = 0;
@@ -109,7 +113,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 // Inlined: it runs once per block (on a counting store, one comparison).
 [[gnu::always_inline]] inline Status LogEngine::SealIfFull(uint32_t index) {
   Segment& seg = *segments_[index];
-  const auto blocks = static_cast<uint32_t>(seg.slots.size());
+  const uint32_t blocks = seg.n_slots;
   if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks))
     return Status::Ok();
   return SealSegment(seg.cls);
@@ -124,7 +128,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
       open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
     const uint32_t index = open_[cls];
     Segment& seg = *segments_[index];
-    entry = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
+    entry = log_internal::Pack(index, seg.n_slots++);
     seg.slots.push_back({lba, user_time});
     seg.modified_us = timestamp_us_;
   } else {
@@ -145,11 +149,11 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
   Grow(slot.lba + 1);
-  map_.dense_data()[slot.lba] = log_internal::Pack(index, static_cast<uint32_t>(seg.slots.size()));
+  map_.dense_data()[slot.lba] = log_internal::Pack(index, seg.n_slots++);
   seg.slots.push_back(slot);
   seg.modified_us = timestamp_us_;
   ++stats_.valid_blocks;
-  return seg.slots.size() < counting_->segment_blocks() ? Status::Ok() : SealSegment(seg.cls);
+  return seg.n_slots < counting_->segment_blocks() ? Status::Ok() : SealSegment(seg.cls);
 }
 
 }  // namespace eraid

@@ -24,7 +24,8 @@ void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<Recovere
     now_ = std::max(now_, b.user_time);
   }
   if (seg->created_time == UINT64_MAX) seg->created_time = 0;
-  seg->n_invalid = static_cast<uint32_t>(seg->slots.size());  // until FinishRecovery maps them
+  seg->n_slots = static_cast<uint32_t>(seg->slots.size());
+  seg->n_invalid = seg->n_slots;  // until FinishRecovery maps them
   const auto index = static_cast<uint32_t>(segments_.size());
   segments_.push_back(std::move(seg));
   (void)index;
@@ -32,12 +33,37 @@ void LogEngine::AdoptSegment(uint64_t handle, uint32_t cls, std::vector<Recovere
   ++stats_.live_segments;
 }
 
+Status LogEngine::LoadSlots(uint32_t index, std::vector<Slot>* loaded, const Slot** out) const {
+  const Segment& seg = *segments_[index];
+  if (seg.slots.size() == seg.n_slots) {  // in RAM (a store without tags, open, recovering)
+    *out = seg.slots.data();
+    return Status::Ok();
+  }
+  std::vector<SegmentStore::StoredTag> tags;
+  ERAID_RETURN_IF_ERROR(store_.ReadTags(seg.handle, &tags));
+  if (tags.size() != seg.n_slots) {
+    return Status::Corruption("segment " + std::to_string(seg.id) + ": the store holds " +
+                              std::to_string(tags.size()) + " tags for " +
+                              std::to_string(seg.n_slots) + " slots");
+  }
+  loaded->resize(tags.size());
+  for (uint32_t slot = 0; slot < tags.size(); ++slot) {
+    if (has_data_ && tags[slot].position != seg.positions.At(slot)) {
+      return Status::Corruption("segment " + std::to_string(seg.id) + ": slot " +
+                                std::to_string(slot) + "'s tag is at another position");
+    }
+    (*loaded)[slot] = {tags[slot].lba, tags[slot].user_time};
+  }
+  *out = loaded->data();
+  return Status::Ok();
+}
+
 template <typename OnValid>
-uint32_t LogEngine::LiveSlots(uint32_t index, OnValid&& on_valid) const {
+uint32_t LogEngine::LiveSlots(uint32_t index, const Slot* slots, OnValid&& on_valid) const {
   const Segment& seg = *segments_[index];
   uint32_t live = 0;
-  for (uint32_t slot = 0; slot < seg.slots.size(); ++slot) {
-    const uint64_t lba = seg.slots[slot].lba;
+  for (uint32_t slot = 0; slot < seg.n_slots; ++slot) {
+    const uint64_t lba = slots[slot].lba;
     if (IsTrimTag(lba)) {
       live += trim_refs_.count(Pack(index, slot)) != 0;
     } else if (lba < map_.size() && map_[lba] == Pack(index, slot)) {
@@ -59,10 +85,11 @@ Status LogEngine::FinishRecovery() {
       map_.ref(lba) = entry;
     }
   };
+  // Every adopted segment's slots are in RAM until the end of recovery.
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment* seg = segments_[i].get();
     if (!seg || !seg->sealed) continue;
-    for (uint32_t slot = 0; slot < seg->slots.size(); ++slot) {
+    for (uint32_t slot = 0; slot < seg->n_slots; ++slot) {
       const Slot& s = seg->slots[slot];
       if (IsTrimTag(s.lba)) {
         const uint64_t first = TrimFirst(s.lba), end = first + TrimBlocks(s.lba);
@@ -89,15 +116,21 @@ Status LogEngine::FinishRecovery() {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     Segment* seg = segments_[i].get();
     if (!seg) continue;
-    const uint32_t live = LiveSlots(i, [&](uint64_t lba) {
+    const uint32_t live = LiveSlots(i, seg->slots.data(), [&](uint64_t lba) {
       ++stats_.valid_blocks;
       if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
     });
-    seg->n_invalid = static_cast<uint32_t>(seg->slots.size()) - live;
-    n_blocks_ += seg->slots.size();
+    seg->n_invalid = seg->n_slots - live;
+    n_blocks_ += seg->n_slots;
     if (seg->sealed) n_invalid_sealed_ += seg->n_invalid;
   }
-  return CheckInvariants();
+  ERAID_RETURN_IF_ERROR(CheckInvariants());
+  if (keeps_tags_) {  // the store has them: read back when GC collects the segment
+    for (auto& seg : segments_) {
+      if (seg && seg->sealed) std::vector<Slot>().swap(seg->slots);
+    }
+  }
+  return Status::Ok();
 }
 
 int LogEngine::ClassOf(uint64_t lba) const {
@@ -108,15 +141,21 @@ int LogEngine::ClassOf(uint64_t lba) const {
 Status LogEngine::CheckInvariants() const {
   uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
   std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
-  Status bad;                                   // the first entry found wrong
+  // Each segment's slots, read back once from a store that keeps them.
+  std::vector<std::vector<Slot>> loaded(segments_.size());
+  std::vector<const Slot*> slots(segments_.size());
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    if (segments_[i]) ERAID_RETURN_IF_ERROR(LoadSlots(i, &loaded[i], &slots[i]));
+  }
+  Status bad;  // the first entry found wrong
   map_.ForEachPaged([&](uint64_t lba, uint64_t e) {
     if (e == 0 || !bad.ok()) return;
     const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
-    if (!seg || SlotOf(e) >= seg->slots.size()) {
+    if (!seg || SlotOf(e) >= seg->n_slots) {
       bad = Status::Corruption("lba " + std::to_string(lba) + " maps to no slot");
       return;
     }
-    const uint64_t tag = seg->slots[SlotOf(e)].lba;
+    const uint64_t tag = slots[IndexOf(e)][SlotOf(e)].lba;
     if (e & kTrimmed) {
       if (!IsTrimTag(tag) || lba < TrimFirst(tag) || lba >= TrimFirst(tag) + TrimBlocks(tag)) {
         bad = Status::Corruption("lba " + std::to_string(lba) +
@@ -143,13 +182,13 @@ Status LogEngine::CheckInvariants() const {
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg) continue;
-    const uint32_t live = LiveSlots(i, [&](uint64_t) { ++valid; });
-    if (seg->n_invalid != seg->slots.size() - live) {
+    const uint32_t live = LiveSlots(i, slots[i], [&](uint64_t) { ++valid; });
+    if (seg->n_invalid != seg->n_slots - live) {
       return Status::Corruption("segment " + std::to_string(seg->id) + ": n_invalid " +
                                 std::to_string(seg->n_invalid) + " but " +
-                                std::to_string(seg->slots.size() - live) + " slots unmapped");
+                                std::to_string(seg->n_slots - live) + " slots unmapped");
     }
-    blocks += seg->slots.size();
+    blocks += seg->n_slots;
     if (seg->sealed) invalid_sealed += seg->n_invalid;
   }
   if (blocks != n_blocks_)

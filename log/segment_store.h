@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/status.h"
 
@@ -33,6 +34,21 @@ class SegmentStore {
   virtual bool has_data() const = 0;
   // A block of the segment was overwritten or trimmed (for hotness; default: nothing).
   virtual void OnInvalidate(uint64_t /*handle*/) {}
+
+  // True if the store keeps each block's tags (Append's lba and user_time) beside it and
+  // reads them back (ReadTags): the engine then keeps no tags in RAM for sealed segments
+  // and reads a victim's when it collects it (as SepBIT keeps a block's metadata on disk
+  // beside the block).
+  virtual bool keeps_tags() const { return false; }
+  struct StoredTag {
+    uint64_t lba;
+    uint64_t user_time;
+    uint32_t position;
+  };
+  // Every block's tags, in position order (replaces *out).
+  virtual Status ReadTags(uint64_t /*handle*/, std::vector<StoredTag>* /*out*/) {
+    return Status::NotSupported("this store keeps no tags");
+  }
 };
 
 class CountingStore final : public SegmentStore {

@@ -51,6 +51,14 @@ class Volume::ArrayStore final : public SegmentStore {
   bool SpacePressure() { return listener_ && listener_->SpacePressure(); }
   Status Flush() override { return array_.Flush(); }
   bool has_data() const override { return true; }
+  bool keeps_tags() const override { return true; }
+  Status ReadTags(uint64_t handle, std::vector<StoredTag>* out) override {
+    out->clear();
+    return array_.ReadTags(SegmentId(static_cast<uint32_t>(handle)),
+                           [&](uint32_t pos, uint64_t lba, uint64_t tag) {
+                             out->push_back({lba, tag & kTimeMask, pos});
+                           });
+  }
 
  private:
   ElasticArray& array_;

@@ -397,10 +397,12 @@ TEST(EngineTest, DeferredFreesStayAvailableWhileTheCallerFlushes) {
 // after the next flush (as the array's: a free's journal record is written at once, and
 // a crash before a flush may or may not keep it). A
 // "crash" recovers a new engine from what is durable: every segment not durably freed.
+// With keeps_tags, it reads the blocks' tags back for the engine (as the array's summaries
+// do), and the engine keeps none in RAM for sealed segments.
 class DurableFreeStore final : public SegmentStore {
  public:
-  explicit DurableFreeStore(uint32_t segment_blocks, uint32_t segments)
-      : blocks_(segment_blocks), limit_(segments) {}
+  DurableFreeStore(uint32_t segment_blocks, uint32_t segments, bool keeps_tags)
+      : blocks_(segment_blocks), limit_(segments), keeps_tags_(keeps_tags) {}
   struct Seg {
     uint32_t cls;
     std::vector<LogEngine::RecoveredBlock> tags;
@@ -438,6 +440,15 @@ class DurableFreeStore final : public SegmentStore {
     return Status::Ok();
   }
   bool has_data() const override { return true; }
+  bool keeps_tags() const override { return keeps_tags_; }
+  Status ReadTags(uint64_t h, std::vector<StoredTag>* out) override {
+    ++tag_reads;
+    out->clear();
+    for (const LogEngine::RecoveredBlock& b : segs_.at(h).tags)
+      out->push_back({b.lba, b.user_time, b.position});
+    return Status::Ok();
+  }
+  uint64_t tag_reads = 0;
   // A crash: each pending free may or may not have reached the disk (its journal write
   // was issued, but no flush has made it durable).
   void Crash(std::mt19937_64& rng) {
@@ -450,6 +461,7 @@ class DurableFreeStore final : public SegmentStore {
 
  private:
   uint32_t blocks_, limit_;
+  bool keeps_tags_;
   uint64_t next_ = 0;
   std::vector<uint64_t> pending_;
 };
@@ -457,14 +469,18 @@ class DurableFreeStore final : public SegmentStore {
 // Trim records against a model, with GC dropping the records no copy needs any more and
 // frees that become durable only at the next flush: after a crash at any point, recovery
 // from the segments must give every LBA exactly its latest value (appends here are
-// durable at once, so nothing may differ), and trimmed space must be reclaimed.
-TEST(EngineTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
+// durable at once, so nothing may differ), and trimmed space must be reclaimed. Run on a
+// store that keeps the blocks' tags (GC reads them back) and on one that does not.
+class TrimCrashTest : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Tags, TrimCrashTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "InStore" : "InRam"; });
+TEST_P(TrimCrashTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   constexpr uint64_t kLbas = 600;
   auto p = std::move(MakePlacement("sepbit")).value();
-  DurableFreeStore store(32, 80);
+  DurableFreeStore store(32, 80, GetParam());
   EngineOptions o;
   o.segment_blocks = 32;
   o.total_segments = 80;
@@ -540,6 +556,12 @@ TEST(EngineTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
   EXPECT_LE(st.live_trim_records, uint64_t{p->classes()}) << "records outlived every copy they hid";
   EXPECT_EQ(st.valid_blocks, 50u);
   ASSERT_TRUE(engine->CheckInvariants().ok());
+  // GC took its victims' tags from the store exactly when the store keeps them.
+  if (GetParam()) {
+    EXPECT_GE(store.tag_reads, st.segments_collected);
+  } else {
+    EXPECT_EQ(store.tag_reads, 0u);
+  }
 }
 
 }  // namespace
