@@ -87,6 +87,8 @@ class SepGC final : public Placement {
 // A replay's: one array, 8 bytes per LBA up to the highest — dense and fastest.
 class DenseWriteTimes {
  public:
+  // A replay reports the FIFO's unique LBAs (the paper's memory figure): it keeps them.
+  static constexpr bool kCountsUnique = true;
   uint64_t get(uint64_t lba, uint64_t /*now*/) const { return t_.get(lba); }
   void set(uint64_t lba, uint64_t now) { t_.at(lba) = now; }
   void Prefetch(uint64_t lba) const { t_.Prefetch(lba); }
@@ -102,6 +104,9 @@ class DenseWriteTimes {
 // what is stored.
 class PagedWriteTimes {
  public:
+  // A volume keeps only the FIFO's length, which is all the class needs: its LBAs took 8
+  // bytes per valid block until the first l is known (the FIFO is then every write).
+  static constexpr bool kCountsUnique = false;
   uint64_t get(uint64_t lba, uint64_t now) const {
     const uint32_t t = t_.get(lba);
     if (t == 0) return 0;
@@ -134,9 +139,13 @@ class SepBIT final : public Placement {
     const uint64_t age = ctx.now - last;
     const bool in_fifo = last != 0 && age <= size;
     const uint32_t cls = in_fifo && age < std::min(l_ceil_, size) ? 0 : 1;
-    unique_ += !in_fifo;
     last_write_.set(lba, ctx.now);
-    fifo_.push_back(lba);
+    if constexpr (kCountsUnique) {
+      unique_ += !in_fifo;
+      fifo_.push_back(lba);
+    } else {
+      ++fifo_length_;
+    }
     // Keep the FIFO no longer than min(valid blocks, l): one out per write, two while
     // shrinking after l dropped.
     if (size + 1 > ctx.valid_blocks || size + 1 > l_floor_) {
@@ -181,7 +190,8 @@ class SepBIT final : public Placement {
   void Prefetch(uint64_t lba) const override {
     last_write_.Prefetch(lba);
     // The FIFO's head leaves a few writes from now, and its LBA's last write is looked up.
-    if (head_ + kHeadAhead < fifo_.size()) last_write_.Prefetch(fifo_[head_ + kHeadAhead]);
+    if (kCountsUnique && head_ + kHeadAhead < fifo_.size())
+      last_write_.Prefetch(fifo_[head_ + kHeadAhead]);
   }
 
  private:
@@ -192,8 +202,13 @@ class SepBIT final : public Placement {
   static uint64_t Ceil(double x) {
     return x >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(std::ceil(x));
   }
-  uint64_t fifo_size() const { return fifo_.size() - head_; }
+  static constexpr bool kCountsUnique = LastWrites::kCountsUnique;
+  uint64_t fifo_size() const { return kCountsUnique ? fifo_.size() - head_ : fifo_length_; }
   void PopFront(uint64_t now) {
+    if constexpr (!kCountsUnique) {
+      --fifo_length_;
+      return;
+    }
     // The head entry was written at user time now - size + 1; its LBA leaves the FIFO if
     // that was its last write.
     const uint64_t written = now - fifo_size() + 1;
@@ -208,8 +223,9 @@ class SepBIT final : public Placement {
   uint64_t l_floor_ = UINT64_MAX, l_ceil_ = UINT64_MAX;
   double lifespan_total_ = 0;
   int collected_ = 0;
-  std::vector<uint64_t> fifo_;
+  std::vector<uint64_t> fifo_;  // kCountsUnique: the FIFO's LBAs, from head_
   size_t head_ = 0;
+  uint64_t fifo_length_ = 0;  // otherwise, only its length
   LastWrites last_write_;
   uint64_t unique_ = 0, peak_unique_ = 0;
 };

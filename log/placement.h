@@ -55,6 +55,7 @@ struct SealDecision {
 
 struct PlacementStats {
   double lifespan_threshold = 0;  // SepBIT's l (0 when still infinite)
+  // SepBIT's FIFO: unique LBAs counted by a replay's (a volume's keeps only the length).
   uint64_t fifo_unique_lbas = 0, fifo_unique_lbas_peak = 0, fifo_length = 0;
   uint64_t lba_state_bytes = 0;  // per-LBA state held, allocated (hybrid)
 };

@@ -290,7 +290,9 @@ TEST(ArrayTest, ReadTagsReturnsEveryBlocksTagsFromTheSummaries) {
       auto pos = rig.array->Append(s, rig.RandomBlock(), lba, time);
       ASSERT_TRUE(pos.ok());
       want[*pos] = {lba, time};
-      if (rig.rng() % 40 == 0) ASSERT_TRUE(rig.array->Flush().ok());
+      if (rig.rng() % 40 == 0) {
+        ASSERT_TRUE(rig.array->Flush().ok());
+      }
       if (i == total / 2) check("open, half written");
     }
     check("open");
