@@ -467,19 +467,20 @@ void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,
   slot->assign(BlocksToBytes(1 + BytesToBlocks(payload + kBlockSize - 1)), std::byte{0});
   std::byte* const start = slot->data() + kBlockSize;
   std::byte* p = start;
+  std::vector<uint64_t> page(kMapPageEntries);
   if (sparse) {
     std::byte* const bitmap = p;
     p += MapBitmapBytes(logical_blocks_);
     for (uint64_t k = 0; k < map_.page_count(); ++k) {
-      if (const DriveMap::Page* page = map_.page(k)) {
+      if (map_.CopyPage(k, page.data())) {
         bitmap[k / 8] |= static_cast<std::byte>(1u << (k % 8));
-        p = PutMapEntries(p, page->data(), kMapPageEntries);
+        p = PutMapEntries(p, page.data(), kMapPageEntries);
       }
     }
   } else {
     for (uint64_t k = 0; k < map_.page_count(); ++k) {
-      if (const DriveMap::Page* page = map_.page(k)) {
-        PutMapEntries(p + k * kMapPageBytes, page->data(),
+      if (map_.CopyPage(k, page.data())) {
+        PutMapEntries(p + k * kMapPageBytes, page.data(),
                       std::min(kMapPageEntries, logical_blocks_ - k * kMapPageEntries));
       }
     }

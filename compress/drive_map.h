@@ -1,12 +1,19 @@
 // DriveMap: the emulated drive's FTL map, LBA -> packed record location (0 = unmapped),
-// held in pages of 512 entries that exist only while one of their entries is not 0.
+// held in runs of 16 entries that exist only while one of their entries is not 0.
 //
 // A drive exports an expanded logical space (its flash times the expansion factor), most
 // of which an array never writes, or writes and trims again as its segments come and go.
 // One flat array over that space cost 8 bytes per logical block from the first open (1 GiB
-// of RAM for four 64 GiB drives) and made every checkpoint write all of it; paged, the map
-// costs 8 bytes per *mapped* block plus 10 bytes per 512 logical blocks, and a checkpoint
-// writes only the pages that exist (docs/format/compressed-drive.md, "Sparse map").
+// of RAM for four 64 GiB drives) and made every checkpoint write all of it. Pages of 512
+// entries cost 8 bytes per mapped block only where writes fill whole pages; an array's do
+// not: a RAID10 segment leaves one chunk in four of each device's slot-1 unwritten, a
+// RAID5 one all of slot-2, so a page held 4/3 to 2 times its mapped entries. Runs of 16
+// entries (an array chunk is 16 blocks or a multiple, and chunk-aligned: every hole is
+// whole runs) cost 8 bytes per mapped block, 128 bytes per run, plus a 4-byte directory
+// entry per 16 logical blocks (calloc'd: resident only where runs were made).
+//
+// The checkpoint still writes 512-entry pages, those with an entry that is not 0
+// (docs/format/compressed-drive.md, "Sparse map"): CopyPage assembles one from its runs.
 //
 // Thread-safety: none; the drive holds its lock around every call.
 #pragma once
@@ -14,7 +21,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "common/check.h"
@@ -23,67 +32,125 @@ namespace eraid {
 
 class DriveMap {
  public:
-  static constexpr uint32_t kPageShift = 9;
+  static constexpr uint32_t kPageShift = 9;  // the checkpoint's pages
   static constexpr uint64_t kPageEntries = uint64_t{1} << kPageShift;
-  using Page = std::array<uint64_t, kPageEntries>;
+  static constexpr uint32_t kRunShift = 4;
+  static constexpr uint64_t kRunEntries = uint64_t{1} << kRunShift;
 
   explicit DriveMap(uint64_t size)
-      : size_(size), pages_((size + kPageEntries - 1) >> kPageShift), used_(pages_.size(), 0) {}
+      : size_(size),
+        runs_in_dir_((size + kRunEntries - 1) >> kRunShift),
+        dir_(static_cast<uint32_t*>(std::calloc(std::max<uint64_t>(runs_in_dir_, 1), 4))),
+        page_runs_((size + kPageEntries - 1) >> kPageShift, 0) {
+    if (!dir_) throw std::bad_alloc();
+  }
 
   uint64_t size() const { return size_; }
-  uint64_t page_count() const { return pages_.size(); }
-  // Pages that exist now (each holds at least one entry that is not 0).
-  uint64_t resident_pages() const { return resident_; }
+  uint64_t page_count() const { return page_runs_.size(); }
+  // Checkpoint pages that hold at least one entry that is not 0.
+  uint64_t resident_pages() const { return resident_pages_; }
+  // Runs that exist now (each holds at least one entry that is not 0).
+  uint64_t resident_runs() const { return pool_.size() - free_.size(); }
 
   uint64_t Get(uint64_t lba) const {
-    const Page* p = pages_[lba >> kPageShift].get();
-    return p == nullptr ? 0 : (*p)[lba & (kPageEntries - 1)];
+    const uint32_t r = dir_[lba >> kRunShift];
+    return r == 0 ? 0 : pool_[r - 1].e[lba & (kRunEntries - 1)];
   }
 
   void Set(uint64_t lba, uint64_t value) {
     ERAID_CHECK(lba < size_);
-    const uint64_t k = lba >> kPageShift;
-    std::unique_ptr<Page>& p = pages_[k];
-    if (p == nullptr) {
+    uint32_t& r = dir_[lba >> kRunShift];
+    if (r == 0) {
       if (value == 0) return;
-      p = std::make_unique<Page>();  // value-initialised: all unmapped
-      ++resident_;
+      r = NewRun();
+      if (page_runs_[lba >> kPageShift]++ == 0) ++resident_pages_;
     }
-    uint64_t& e = (*p)[lba & (kPageEntries - 1)];
-    used_[k] += static_cast<uint16_t>((value != 0) - (e != 0));
+    uint64_t& e = pool_[r - 1].e[lba & (kRunEntries - 1)];
+    uint8_t& used = used_[r - 1];
+    used = static_cast<uint8_t>(used + (value != 0) - (e != 0));
     e = value;
-    if (used_[k] == 0) {
-      p.reset();
-      --resident_;
+    if (used == 0) {
+      free_.push_back(r);
+      r = 0;
+      if (--page_runs_[lba >> kPageShift] == 0) --resident_pages_;
     }
   }
 
-  // Page k's entries, or nullptr if all of them are 0.
-  const Page* page(uint64_t k) const { return pages_[k].get(); }
+  // Checkpoint page k's entries into out[0, kPageEntries) (zeros where no run exists);
+  // false, writing nothing, if every entry of the page is 0.
+  bool CopyPage(uint64_t k, uint64_t* out) const {
+    if (page_runs_[k] == 0) return false;
+    const uint64_t first = k << (kPageShift - kRunShift);
+    const uint64_t end = std::min(runs_in_dir_, first + (kPageEntries >> kRunShift));
+    std::fill(out, out + kPageEntries, uint64_t{0});
+    for (uint64_t d = first; d < end; ++d) {
+      if (const uint32_t r = dir_[d]) {
+        std::copy(pool_[r - 1].e.begin(), pool_[r - 1].e.end(), out + (d - first) * kRunEntries);
+      }
+    }
+    return true;
+  }
 
   // Calls fn(lba, value) for every entry that is not 0, in LBA order.
   template <typename Fn>
   void ForEachSet(Fn&& fn) const {
-    for (uint64_t k = 0; k < pages_.size(); ++k) {
-      const Page* p = pages_[k].get();
-      if (p == nullptr) continue;
-      for (uint64_t i = 0; i < kPageEntries; ++i) {
-        if ((*p)[i] != 0) fn((k << kPageShift) | i, (*p)[i]);
+    for (uint64_t k = 0; k < page_runs_.size(); ++k) {
+      if (page_runs_[k] == 0) continue;  // skips 32 directory entries at once
+      const uint64_t first = k << (kPageShift - kRunShift);
+      const uint64_t end = std::min(runs_in_dir_, first + (kPageEntries >> kRunShift));
+      for (uint64_t d = first; d < end; ++d) {
+        const uint32_t r = dir_[d];
+        if (r == 0) continue;
+        for (uint64_t i = 0; i < kRunEntries; ++i) {
+          if (pool_[r - 1].e[i] != 0) fn((d << kRunShift) | i, pool_[r - 1].e[i]);
+        }
       }
     }
   }
 
   void Clear() {
-    for (auto& p : pages_) p.reset();
-    std::fill(used_.begin(), used_.end(), uint16_t{0});
-    resident_ = 0;
+    // Only where runs are: the rest of the directory is zero, and untouched (not resident).
+    for (uint64_t k = 0; k < page_runs_.size(); ++k) {
+      if (page_runs_[k] == 0) continue;
+      const uint64_t first = k << (kPageShift - kRunShift);
+      const uint64_t end = std::min(runs_in_dir_, first + (kPageEntries >> kRunShift));
+      std::fill(dir_.get() + first, dir_.get() + end, uint32_t{0});
+      page_runs_[k] = 0;
+    }
+    std::vector<Run>().swap(pool_);
+    std::vector<uint8_t>().swap(used_);
+    std::vector<uint32_t>().swap(free_);
+    resident_pages_ = 0;
   }
 
  private:
+  struct Run {
+    std::array<uint64_t, kRunEntries> e{};
+  };
+  struct FreeDeleter {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  // A run of all zeros: a freed one, or a new one at the pool's end. Returns index + 1.
+  uint32_t NewRun() {
+    if (!free_.empty()) {
+      const uint32_t r = free_.back();
+      free_.pop_back();
+      return r;  // its entries are all 0 again (used fell to 0)
+    }
+    ERAID_CHECK(pool_.size() < UINT32_MAX);
+    pool_.emplace_back();
+    used_.push_back(0);
+    return static_cast<uint32_t>(pool_.size());
+  }
+
   uint64_t size_;
-  std::vector<std::unique_ptr<Page>> pages_;
-  std::vector<uint16_t> used_;  // per page: entries that are not 0 (<= 512)
-  uint64_t resident_ = 0;
+  uint64_t runs_in_dir_;
+  std::unique_ptr<uint32_t[], FreeDeleter> dir_;  // per 16 LBAs: its run's index + 1, or 0
+  std::vector<Run> pool_;
+  std::vector<uint8_t> used_;       // per run of the pool: its entries that are not 0
+  std::vector<uint32_t> free_;      // runs of the pool not in use (index + 1)
+  std::vector<uint8_t> page_runs_;  // per checkpoint page: its runs (<= 32)
+  uint64_t resident_pages_ = 0;
 };
 
 }  // namespace eraid
