@@ -1,6 +1,7 @@
 // The log engine: segments per placement class, writes, trims, reads, frees. Garbage
 // collection is in log_gc.cc, recovery and the invariants in log_recovery.cc.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -20,6 +21,7 @@ LogEngine::LogEngine(const EngineOptions& options, Placement& placement, Segment
     : options_(options),
       placement_(placement),
       store_(store),
+      slot_bits_(static_cast<uint32_t>(std::bit_width(std::max(options.segment_blocks, 1u)))),
       has_data_(store.has_data()),
       keeps_tags_(store.keeps_tags()),
       counting_(dynamic_cast<const CountingStore*>(&store)),
@@ -56,7 +58,21 @@ uint32_t LogEngine::TieOrder(uint64_t id) const {
   return h & static_cast<uint32_t>(hash_capacity_ - 1);
 }
 
+Status LogEngine::CheckAddressable(uint64_t segment_blocks, uint64_t segments) {
+  const auto bits = static_cast<uint32_t>(std::bit_width(std::max<uint64_t>(segment_blocks, 1)));
+  if (bits < 31 && segments < (uint64_t{1} << (31 - bits))) return Status::Ok();
+  return Status::InvalidArgument(
+      std::to_string(segments) + " segments of " + std::to_string(segment_blocks) +
+      " blocks are more than the log's 4-byte map entries address (2^31 slots, 8 TiB); use "
+      "larger segments or fewer");
+}
+
 Status LogEngine::OpenSegment(uint32_t cls) {
+  if (free_indices_.empty() && uint64_t{segments_.size()} + 1 > max_segments()) {
+    return Status::NoSpace("the log's 4-byte map entries address " +
+                           std::to_string(max_segments()) + " segments of up to " +
+                           std::to_string(uint64_t{1} << slot_bits_) + " blocks");
+  }
   Result<uint64_t> opened = store_.Open(cls);
   if (!opened.ok() && opened.status().code() == StatusCode::kNoSpace && !unfreed_.empty()) {
     ERAID_RETURN_IF_ERROR(FreeCollected());  // collected victims are the room it lacks
@@ -168,6 +184,7 @@ Result<uint64_t> LogEngine::AppendSlot(uint32_t cls, uint64_t tag, uint64_t user
     ERAID_ASSIGN_OR_RETURN(position, store_.Append(seg.handle, tag, user_time, data));
   }
   const uint32_t slot = seg.n_slots++;
+  ERAID_CHECK((slot >> slot_bits_) == 0);  // the store's segments are no larger than promised
   seg.slots.push_back({tag, user_time});
   if (has_data_) seg.positions.Append(slot, position);
   seg.modified_us = timestamp_us_;
@@ -300,7 +317,7 @@ Status LogEngine::TrimRecord(uint64_t lba, uint32_t blocks) {
 }
 
 void LogEngine::Untrim(uint64_t lba) {
-  const uint64_t entry = map_[lba] & ~kTrimmed;
+  const Entry entry = map_[lba] & ~kTrimmed;
   map_.ref(lba) = 0;
   auto it = trim_refs_.find(entry);
   if (--it->second > 0) return;

@@ -189,6 +189,9 @@ class LogEngine {
   }
   // For tests: the class of the segment holding `lba`, or -1.
   int ClassOf(uint64_t lba) const;
+  // InvalidArgument if `segments` segments of `segment_blocks` blocks are more than a map
+  // entry (4 bytes) can address: 2^31 slots in all, give or take rounding.
+  static Status CheckAddressable(uint64_t segment_blocks, uint64_t segments);
   // Checks invariants 1-3 (tests); returns a description of the first violation.
   Status CheckInvariants() const;
 
@@ -198,6 +201,26 @@ class LogEngine {
     uint64_t lba;
     uint64_t user_time;
   };
+  // A map entry: (segment index + 1) << slot_bits_ | slot, 0 for unmapped; with kTrimmed
+  // set, the LBA is trimmed by the trim record in that slot. 4 bytes per LBA: slot_bits_
+  // fits the largest segment, and the segment indices in use must fit the bits left
+  // (OpenSegment refuses one more: 2^31 slots, 8 TiB of log at 4 KiB).
+  using Entry = uint32_t;
+  static constexpr Entry kTrimmed = Entry{1} << 31;
+  Entry Pack(uint32_t index, uint32_t slot) const {
+    return static_cast<Entry>((index + 1) << slot_bits_ | slot);
+  }
+  uint32_t IndexOf(uint64_t e) const {
+    return static_cast<uint32_t>(((e & ~uint64_t{kTrimmed}) >> slot_bits_) - 1);
+  }
+  uint32_t SlotOf(uint64_t e) const {
+    return static_cast<uint32_t>(e & ((uint64_t{1} << slot_bits_) - 1));
+  }
+  static bool IsData(uint64_t e) { return e != 0 && (e & kTrimmed) == 0; }
+  // Segment indices a map entry can hold.
+  uint64_t max_segments() const {
+    return slot_bits_ >= 31 ? 0 : (uint64_t{1} << (31 - slot_bits_)) - 1;
+  }
 
   template <bool kReplay>
   Status WriteBlocks(uint64_t lba, uint32_t blocks, std::span<const std::byte> data);
@@ -267,8 +290,9 @@ class LogEngine {
   EngineOptions options_;
   Placement& placement_;
   SegmentStore& store_;
-  const bool has_data_;    // the store's, asked once: it is on every block's path
-  const bool keeps_tags_;  // the store's: sealed segments keep no slots in RAM
+  const uint32_t slot_bits_;  // of a map entry (Pack)
+  const bool has_data_;       // the store's, asked once: it is on every block's path
+  const bool keeps_tags_;     // the store's: sealed segments keep no slots in RAM
   const CountingStore* const
       counting_;  // the store, if it is one (its per-block calls are skipped)
   // A counting store without extent counters (eraid-sim): blocks take the replay paths
@@ -278,8 +302,8 @@ class LogEngine {
   std::vector<uint32_t> free_indices_;
   static constexpr uint32_t kNoSegment = UINT32_MAX;
   std::vector<uint32_t> open_;  // class -> segment index (kNoSegment: none now)
-  // lba -> (index + 1) << 24 | slot (| bit 63: trimmed by it); 0 unmapped
-  PagedLbaTable<uint64_t> map_;
+  // lba -> its map entry (4 bytes: below). 0 unmapped.
+  PagedLbaTable<Entry> map_;
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
   // Saturating: an LBA that once had 65,535 copies stays counted, its trim record kept.

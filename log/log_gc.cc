@@ -145,7 +145,7 @@ Status LogEngine::CopyReplayed(uint32_t index, const GcAgeBands& bands) {
   const Segment& victim = *segments_[index];
   const Slot* const slots = victim.slots.data();
   const auto n = static_cast<uint32_t>(victim.slots.size());
-  const uint64_t* const map = map_.dense_data();  // a replay's map is dense; GC never grows it
+  const Entry* const map = map_.dense_data();  // a replay's map is dense; GC never grows it
   for (uint32_t slot = 0; slot < n; ++slot) {
     if (slot + kGcPrefetch < n) __builtin_prefetch(&map[slots[slot + kGcPrefetch].lba]);
     const Slot s = slots[slot];
@@ -169,7 +169,7 @@ Status LogEngine::CopyTrimRecord(const Victim& v, uint32_t slot, bool count_inva
   const uint32_t index = v.index;
   Segment& victim = *segments_[index];
   const Slot s = v.slots[slot];
-  const uint64_t entry = Pack(index, slot);
+  const Entry entry = Pack(index, slot);
   auto it = trim_refs_.find(entry);
   if (it == trim_refs_.end()) return Status::Ok();  // garbage
   // The record goes on for the LBAs still trimmed by it that still have a copy in the

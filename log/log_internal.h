@@ -14,20 +14,7 @@
 namespace eraid {
 namespace log_internal {
 
-// A map entry: (segment index + 1, slot), 0 for unmapped.
-constexpr uint32_t kSlotBits = 24;
-constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
-inline uint64_t Pack(uint32_t index, uint32_t slot) {
-  return (uint64_t{index} + 1) << kSlotBits | slot;
-}
 constexpr uint32_t kGcPrefetch = 8;  // slots ahead (see CollectGarbage)
-// A map entry with this bit set: the LBA is trimmed, by the trim record in that slot.
-constexpr uint64_t kTrimmed = 1ull << 63;
-inline uint32_t IndexOf(uint64_t e) {
-  return static_cast<uint32_t>(((e & ~kTrimmed) >> kSlotBits) - 1);
-}
-inline uint32_t SlotOf(uint64_t e) { return static_cast<uint32_t>(e & kSlotMask); }
-inline bool IsData(uint64_t e) { return e != 0 && (e & kTrimmed) == 0; }
 inline const std::vector<std::byte>& ZeroBlock() {
   static const std::vector<std::byte> zeros(kBlockSize);
   return zeros;
@@ -100,9 +87,9 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 // invalidates) and no store is told.
 [[gnu::always_inline]] inline void LogEngine::InvalidateMapped(uint64_t lba) {
   if (lba >= map_.size()) return;
-  uint64_t& entry = map_.dense_data()[lba];  // a replay's map is dense
+  Entry& entry = map_.dense_data()[lba];  // a replay's map is dense
   if (entry == 0) return;
-  Segment& seg = *segments_[log_internal::IndexOf(entry)];
+  Segment& seg = *segments_[IndexOf(entry)];
   ERAID_CHECK(seg.n_invalid < seg.n_slots);
   ++seg.n_invalid;
   if (seg.sealed) ++n_invalid_sealed_;
@@ -123,12 +110,12 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 [[gnu::always_inline]] inline Status LogEngine::AppendBlock(uint32_t cls, uint64_t lba,
                                                             uint64_t user_time,
                                                             std::span<const std::byte> data) {
-  uint64_t entry;
+  Entry entry;
   if (counting_ &&
       open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
     const uint32_t index = open_[cls];
     Segment& seg = *segments_[index];
-    entry = log_internal::Pack(index, seg.n_slots++);
+    entry = Pack(index, seg.n_slots++);
     seg.slots.push_back({lba, user_time});
     seg.modified_us = timestamp_us_;
   } else {
@@ -139,7 +126,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   if (has_data_) AddCopy(lba);
   ++stats_.valid_blocks;
   if (ExtentCounters* e = ExtentOf(lba)) ++e->valid_blocks;
-  return SealIfFull(log_internal::IndexOf(entry));
+  return SealIfFull(IndexOf(entry));
 }
 
 // Replay's AppendBlock: the slot goes to the class's open segment and the map, nothing
@@ -149,7 +136,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
   Grow(slot.lba + 1);
-  map_.dense_data()[slot.lba] = log_internal::Pack(index, seg.n_slots++);
+  map_.dense_data()[slot.lba] = Pack(index, seg.n_slots++);
   seg.slots.push_back(slot);
   seg.modified_us = timestamp_us_;
   ++stats_.valid_blocks;

@@ -78,9 +78,9 @@ Status LogEngine::FinishRecovery() {
   // Newest copy of each LBA wins; a trim record counts as a copy of every LBA of its range.
   // The time to beat is the slot's the map points at (no array of times beside the map:
   // 8 bytes per LBA at the peak of an open).
-  auto offer = [&](uint64_t lba, uint64_t entry, uint64_t user_time) {
+  auto offer = [&](uint64_t lba, Entry entry, uint64_t user_time) {
     if (lba >= map_.size()) Grow(lba + 1);
-    const uint64_t e = map_[lba];
+    const Entry e = map_[lba];
     if (e == 0 || user_time > segments_[IndexOf(e)]->slots[SlotOf(e)].user_time) {
       map_.ref(lba) = entry;
     }
@@ -102,7 +102,7 @@ Status LogEngine::FinishRecovery() {
   }
   // A trimmed LBA with no copy left needs no record; the others hold theirs live.
   trim_refs_.clear();
-  map_.ForEachPaged([&](uint64_t l, uint64_t& e) {
+  map_.ForEachPaged([&](uint64_t l, Entry& e) {
     if (!(e & kTrimmed)) return;
     if (!has_data_ || copies_[l] == 0) {
       e = 0;
@@ -148,7 +148,7 @@ Status LogEngine::CheckInvariants() const {
     if (segments_[i]) ERAID_RETURN_IF_ERROR(LoadSlots(i, &loaded[i], &slots[i]));
   }
   Status bad;  // the first entry found wrong
-  map_.ForEachPaged([&](uint64_t lba, uint64_t e) {
+  map_.ForEachPaged([&](uint64_t lba, Entry e) {
     if (e == 0 || !bad.ok()) return;
     const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
     if (!seg || SlotOf(e) >= seg->n_slots) {
@@ -201,7 +201,7 @@ Status LogEngine::CheckInvariants() const {
   if (options_.extent_shift) {
     std::vector<uint64_t> per(extents_.size());
     bool uncounted = false;
-    map_.ForEachPaged([&](uint64_t lba, uint64_t entry) {
+    map_.ForEachPaged([&](uint64_t lba, Entry entry) {
       if (!IsData(entry)) return;
       const uint64_t e = lba >> options_.extent_shift;
       if (e >= per.size()) {

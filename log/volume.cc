@@ -175,6 +175,8 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
   auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
   if (v->capacity_blocks_ == 0)
     return Status::InvalidArgument("the array has too few segments for a volume");
+  ERAID_RETURN_IF_ERROR(
+      LogEngine::CheckAddressable(array.geometry().segment_positions(), array.geometry().segments));
   if (array.stats().free_segments != array.geometry().segments) {
     return Status::InvalidArgument("the array already holds data; open the volume instead");
   }
@@ -188,6 +190,8 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
   if (v->capacity_blocks_ == 0)
     return Status::InvalidArgument("the array has too few segments for a volume");
+  ERAID_RETURN_IF_ERROR(
+      LogEngine::CheckAddressable(array.geometry().segment_positions(), array.geometry().segments));
   // Every segment the array recovered is sealed; collect its blocks per segment.
   std::map<uint32_t, std::vector<LogEngine::RecoveredBlock>> found;
   std::map<uint32_t, uint32_t> classes;
