@@ -124,10 +124,10 @@ Status LogEngine::SealSegment(uint32_t cls) {
   // A class whose next segment cannot be opened now (no free segment) has none until
   // its next block, which tries again: never a sealed segment left as its open one.
   if (d.reopen) {
-    if (Status s = OpenSegment(cls); !s.ok()) {
-      open_[cls] = kNoSegment;
-      return s;
-    }
+    // The block that filled the segment is in; a failure to open the next one is not its
+    // failure (it would go uncounted): the class's next block tries again, and fails
+    // before it is appended if the store still cannot open one.
+    if (!OpenSegment(cls).ok()) open_[cls] = kNoSegment;
   } else {
     open_.erase(open_.begin() + cls);
   }
