@@ -219,6 +219,32 @@ TEST(EngineTest, TrimsInvalidate) {
   EXPECT_TRUE(engine.CheckInvariants().ok());
 }
 
+// A map entry is 4 bytes: the segment index and slot share 31 bits, the slot taking what
+// the segment size needs. A volume whose array has more segments than that is refused
+// with a clear error; an engine refuses to open a segment more.
+TEST(EngineTest, MapEntriesAddressTwoToTheThirtyOneSlots) {
+  EXPECT_TRUE(LogEngine::CheckAddressable(768, 4063).ok());
+  EXPECT_TRUE(LogEngine::CheckAddressable(768, (1u << 21) - 1).ok());  // 10 slot bits
+  Status s = LogEngine::CheckAddressable(768, 1u << 21);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("8 TiB"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(LogEngine::CheckAddressable(uint64_t{1} << 31, 1).ok());
+  // Segments promised up to 2^27 blocks (28 slot bits: 7 segment indices), of 4 here.
+  auto p = std::move(MakePlacement("nosep")).value();
+  CountingStore store(4);
+  EngineOptions o;
+  o.segment_blocks = 1u << 27;
+  LogEngine engine(o, *p, store);
+  Status st;
+  uint64_t written = 0;
+  for (; written < 100 && (st = engine.Write(written, 1, 1)).ok(); ++written) {
+  }
+  EXPECT_EQ(st.code(), StatusCode::kNoSpace) << st.ToString();
+  EXPECT_EQ(written, 7u * 4) << "seven segments of four blocks, then no index left";
+  EXPECT_EQ(engine.stats().valid_blocks, 7u * 4) << "the failed write stored nothing";
+  EXPECT_TRUE(engine.CheckInvariants().ok()) << engine.CheckInvariants().ToString();
+}
+
 // A CountingStore that logs the order of appends, flushes and frees, and how many
 // segments it holds (the fixed pool a real array has).
 class RecordingStore final : public SegmentStore {
