@@ -30,6 +30,11 @@ Status ValidateOptions(const DriveOptions& o) {
     return Status::InvalidArgument("at most 1024 FlashAlloc ranges may be open");
   }
   if (o.checkpoint_every == 0) return Status::InvalidArgument("checkpoint_every must be positive");
+  if (o.format_version != kDriveFormatVersion && o.format_version != kDriveFormatVersionUnaligned) {
+    return Status::InvalidArgument("drive format must be " +
+                                   std::to_string(kDriveFormatVersionUnaligned) + " or " +
+                                   std::to_string(kDriveFormatVersion));
+  }
   return Status::Ok();
 }
 }  // namespace
@@ -43,17 +48,19 @@ CompressedDrive::CompressedDrive(Backend& flash, const DriveOptions& options, co
       num_eus_(g.num_eus),
       data_start_block_(g.data_start_block),
       ckpt_slot_blocks_(g.ckpt_slot_blocks),
+      format_version_(g.format_version),
+      align_shift_(g.record_align_shift),
       // Live data is capped so that, with every stream holding a partly filled EU and the
       // GC reserve free, some sealed EU always has at least a record's worth of garbage
       // (docs/compressed-drive.md, "Capacity").
       usable_bytes_([&] {
         int64_t eus = int64_t{g.num_eus} - (kFirstRangeStream + options.max_flashalloc_ranges) -
                       options.gc_free_eus - 1;
-        return eus > 0 ? uint64_t(eus) *
-                             (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes - kMaxRecordBytes)
+        return eus > 0 ? uint64_t(eus) * (BlocksToBytes(g.eu_blocks) - kRecordHeaderBytes -
+                                          RecordFootprint(kMaxRecordBytes, g.record_align_shift))
                        : 0;
       }()),
-      map_(g.logical_blocks),
+      map_(g.logical_blocks, g.record_align_shift),
       eus_(g.num_eus),
       streams_(kFirstRangeStream + options.max_flashalloc_ranges) {
   free_eus_.reserve(num_eus_);
@@ -97,7 +104,15 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
                                                                  const DriveOptions& options) {
   ERAID_RETURN_IF_ERROR(ValidateOptions(options));
   const uint64_t flash_blocks = flash.capacity_blocks();
-  Geometry g{options.erase_unit_blocks, 0, 0, 0, 0};
+  const uint32_t align_shift =
+      options.format_version == kDriveFormatVersionUnaligned ? 0 : kRecordAlignShift;
+  if (BlocksToBytes(flash_blocks) > DriveMap::MaxFlashBytes(align_shift)) {
+    return Status::InvalidArgument("flash of " + std::to_string(BlocksToBytes(flash_blocks)) +
+                                   " bytes is more than a format " +
+                                   std::to_string(options.format_version) + " drive can map (" +
+                                   std::to_string(DriveMap::MaxFlashBytes(align_shift)) + ")");
+  }
+  Geometry g{options.erase_unit_blocks, 0, 0, 0, 0, options.format_version, align_shift};
   uint64_t eus = flash_blocks / options.erase_unit_blocks;
   for (; eus > 0; --eus) {
     g.logical_blocks = static_cast<uint64_t>(double(eus * g.eu_blocks) * options.expansion);
@@ -124,7 +139,9 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Format(Backend& flash,
                 g.data_start_block,
                 g.num_eus,
                 g.ckpt_slot_blocks,
-                static_cast<uint32_t>(options.expansion * 1000)};
+                static_cast<uint32_t>(options.expansion * 1000),
+                g.format_version,
+                g.record_align_shift};
   EncodeSuperblock(sb, block);
   ERAID_RETURN_IF_ERROR(flash.Write(Lba(0), block).WithContext("format: superblock"));
   std::lock_guard lock(drive->mu_);
@@ -146,7 +163,18 @@ Result<std::unique_ptr<CompressedDrive>> CompressedDrive::Open(Backend& flash,
   DriveOptions o = options;
   o.erase_unit_blocks = sb.eu_blocks;
   o.expansion = sb.expansion_milli / 1000.0;
-  Geometry g{sb.eu_blocks, sb.num_eus, sb.logical_blocks, sb.data_start_block, sb.ckpt_slot_blocks};
+  o.format_version = sb.version;
+  if (BlocksToBytes(sb.flash_blocks) > DriveMap::MaxFlashBytes(sb.record_align_shift)) {
+    // Format 1 packed records back to back: its byte offsets need more than 6-byte map
+    // entries beyond 32 GiB (DriveMap).
+    return Status::NotSupported(
+        "drive format " + std::to_string(sb.version) + " with " +
+        std::to_string(BlocksToBytes(sb.flash_blocks)) + " bytes of flash: this build maps " +
+        std::to_string(DriveMap::MaxFlashBytes(sb.record_align_shift)) +
+        " at most for that format; copy the data to a drive formatted by this build");
+  }
+  Geometry g{sb.eu_blocks,        sb.num_eus, sb.logical_blocks,    sb.data_start_block,
+             sb.ckpt_slot_blocks, sb.version, sb.record_align_shift};
   auto drive = std::unique_ptr<CompressedDrive>(new CompressedDrive(flash, o, g));
   if (drive->usable_bytes_ == 0) return Status::InvalidArgument("flash too small for this reserve");
   std::lock_guard lock(drive->mu_);

@@ -85,6 +85,11 @@ struct DriveOptions {
   // flushes run on a thread of their own. A background failure is reported by every later flush.
   // Unflushed writes may be lost on a crash, exactly as without the cache.
   uint32_t write_cache_blocks = 0;
+  // The on-flash format Format writes (an open takes the drive's own): 2, records
+  // 16-byte aligned, up to 8 TiB of flash; 1, records back to back, up to 32 GiB, as
+  // drives made before format 2 are (for reading those, and for testing that this build
+  // still does).
+  uint32_t format_version = drive_format::kDriveFormatVersion;
 };
 
 struct DriveStats {
@@ -344,6 +349,8 @@ class CompressedDrive final : public Backend {
   const uint32_t num_eus_;
   const uint64_t data_start_block_;
   const uint32_t ckpt_slot_blocks_;
+  const uint32_t format_version_;
+  const uint32_t align_shift_;  // records start at multiples of 2^this (RecordFootprint)
   const uint64_t usable_bytes_;
 
   CompletionQueue completions_;

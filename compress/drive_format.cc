@@ -50,7 +50,7 @@ void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block) {
   std::memset(block.data(), 0, block.size());
   Writer w(block);
   w.U64(kSuperblockMagic);
-  w.U32(kDriveFormatVersion);
+  w.U32(sb.version);
   w.U32(sb.eu_blocks);
   w.U64(sb.flash_blocks);
   w.U64(sb.logical_blocks);
@@ -58,6 +58,7 @@ void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block) {
   w.U32(sb.num_eus);
   w.U32(sb.ckpt_slot_blocks);
   w.U32(sb.expansion_milli);
+  if (sb.version != kDriveFormatVersionUnaligned) w.U32(sb.record_align_shift);
   PutLe32(block.data() + 60, Crc32c(block.data(), 60));
 }
 
@@ -70,11 +71,14 @@ Result<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
   if (GetLe32(block.data() + 60) != Crc32c(block.data(), 60)) {
     return Status::Corruption("drive superblock CRC mismatch");
   }
-  if (version != kDriveFormatVersion) {
+  if (version != kDriveFormatVersion && version != kDriveFormatVersionUnaligned) {
     return Status::NotSupported("drive format version " + std::to_string(version) +
-                                " (this build reads " + std::to_string(kDriveFormatVersion) + ")");
+                                " (this build reads " +
+                                std::to_string(kDriveFormatVersionUnaligned) + " and " +
+                                std::to_string(kDriveFormatVersion) + ")");
   }
   Superblock sb;
+  sb.version = version;
   sb.eu_blocks = r.U32();
   sb.flash_blocks = r.U64();
   sb.logical_blocks = r.U64();
@@ -82,6 +86,12 @@ Result<Superblock> DecodeSuperblock(std::span<const std::byte> block) {
   sb.num_eus = r.U32();
   sb.ckpt_slot_blocks = r.U32();
   sb.expansion_milli = r.U32();
+  sb.record_align_shift = version == kDriveFormatVersionUnaligned ? 0 : r.U32();
+  if (version != kDriveFormatVersionUnaligned && sb.record_align_shift != kRecordAlignShift) {
+    return Status::Corruption("drive superblock record alignment is " +
+                              std::to_string(sb.record_align_shift) + " (version 2 has " +
+                              std::to_string(kRecordAlignShift) + ")");
+  }
   if (sb.eu_blocks == 0 || sb.num_eus == 0 ||
       sb.data_start_block != 1 + 2ull * sb.ckpt_slot_blocks ||
       sb.ckpt_slot_blocks < CheckpointSlotBlocks(sb.logical_blocks, sb.num_eus) ||

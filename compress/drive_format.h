@@ -8,7 +8,9 @@
 //   [1+S, 1+2S)           checkpoint slot 1
 //   [1+2S, ...)           erase units, EU i at data_start + i * eu_blocks
 // An erase unit is a byte stream of records: an EU-header record, then data and trim
-// records, back to back (a record may cross a page boundary, never an EU boundary).
+// records, each starting at a multiple of the drive's record alignment (format 2: 16
+// bytes, the gap zeros; format 1: 1, back to back). A record may cross a page boundary,
+// never an EU boundary.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -22,7 +24,12 @@
 
 namespace eraid::drive_format {
 
-inline constexpr uint32_t kDriveFormatVersion = 1;  // the superblock's
+// The superblock's. Version 2 added the record alignment (16 bytes), which lets the map
+// hold a record's place in 6 bytes on drives of up to 8 TiB; version 1 drives (records
+// back to back) are still read and written, up to 32 GiB of flash (DriveMap).
+inline constexpr uint32_t kDriveFormatVersion = 2;
+inline constexpr uint32_t kDriveFormatVersionUnaligned = 1;
+inline constexpr uint32_t kRecordAlignShift = 4;  // what version 2 writes
 // A checkpoint's version says how its map is laid out: 1, dense (one u64 per LBA); 2,
 // sparse (a bitmap of the 512-entry map pages present, then those pages). Both are read;
 // version 2 is written unless its pages would not fit the slot (then version 1, which the
@@ -56,6 +63,11 @@ struct RecordHeader {
 
   uint32_t record_bytes() const { return kRecordHeaderBytes + payload_bytes; }
 };
+// The bytes a record of `record_bytes` takes in its EU: up to the next record's start.
+inline constexpr uint32_t RecordFootprint(uint32_t record_bytes, uint32_t align_shift) {
+  const uint32_t mask = (1u << align_shift) - 1;
+  return (record_bytes + mask) & ~mask;
+}
 
 // Writes header + CRC32C(header[0,28) + payload) into out[0, 32).
 void EncodeRecordHeader(const RecordHeader& h, std::span<const std::byte> payload, std::byte* out);
@@ -71,6 +83,8 @@ struct Superblock {
   uint32_t num_eus = 0;
   uint32_t ckpt_slot_blocks = 0;
   uint32_t expansion_milli = 0;  // expansion factor * 1000, for `inspect`
+  uint32_t version = kDriveFormatVersion;
+  uint32_t record_align_shift = kRecordAlignShift;  // records start at multiples of 2^this
 };
 void EncodeSuperblock(const Superblock& sb, std::span<std::byte> block);
 Result<Superblock> DecodeSuperblock(std::span<const std::byte> block);
@@ -115,8 +129,9 @@ inline uint64_t CheckpointSlotBlocks(uint64_t logical_blocks, uint64_t num_eus) 
   return 1 + (DensePayloadBytes(logical_blocks, num_eus) + kBlockSize - 1) / kBlockSize;
 }
 
-// A record's place on flash, packed into one mapping-table word:
-// bits [13, 64) absolute byte offset on flash, bits [0, 13) record length in bytes.
+// A record's place on flash, packed into one word (the checkpoint's map entries; DriveMap
+// holds it in 6 bytes): bits [13, 64) absolute byte offset on flash, bits [0, 13) the
+// record's footprint in bytes (RecordFootprint: its length, rounded up to the alignment).
 inline constexpr uint32_t kLocLengthBits = 13;
 static_assert(kMaxRecordBytes < (1u << kLocLengthBits));
 inline constexpr uint64_t PackLoc(uint64_t offset_bytes, uint32_t length_bytes) {

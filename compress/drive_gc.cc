@@ -191,7 +191,7 @@ Status CompressedDrive::RelocateLocked(uint32_t victim) {
   for (uint32_t off = kRecordHeaderBytes; off + kRecordHeaderBytes <= end;) {
     auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);
     if (!h.ok()) break;
-    const uint32_t len = h->record_bytes();
+    const uint32_t len = RecordFootprint(h->record_bytes(), align_shift_);
     if (off + len > end) break;
     const uint64_t loc = PackLoc(eu_offset + off, len);
     if (h->type == RecordType::kData && h->lba < logical_blocks_ && map_.Get(h->lba) == loc) {

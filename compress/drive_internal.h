@@ -26,6 +26,8 @@ struct CompressedDrive::Geometry {
   uint64_t logical_blocks;
   uint64_t data_start_block;
   uint32_t ckpt_slot_blocks;
+  uint32_t format_version = drive_format::kDriveFormatVersion;
+  uint32_t record_align_shift = drive_format::kRecordAlignShift;
 };
 
 struct CompressedDrive::Eu {

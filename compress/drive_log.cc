@@ -226,7 +226,7 @@ Status CompressedDrive::SealLocked(uint32_t stream) {
 Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std::byte* payload,
                                      uint64_t* loc) {
   ERAID_RETURN_IF_ERROR(DirtyLocked());
-  const uint32_t len = h->record_bytes();
+  const uint32_t len = RecordFootprint(h->record_bytes(), align_shift_);
   auto fits = [&] {
     return streams_[stream].eu >= 0 &&
            eus_[static_cast<size_t>(streams_[stream].eu)].write_ptr + len <= eu_bytes_;
@@ -252,6 +252,8 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
   h->seq = next_seq_++;
   if (s.first_unsynced_seq == 0) s.first_unsynced_seq = h->seq;
   EncodeRecordHeader(*h, body, dst);
+  // The gap to the next record's start: zeros, never stale bytes of an earlier EU.
+  std::memset(dst + h->record_bytes(), 0, len - h->record_bytes());
   *loc = PackLoc(BlocksToBytes(data_start_block_) + uint64_t(s.eu) * eu_bytes_ + eu.write_ptr, len);
   eu.write_ptr += len;
   // Full pages go to flash in batches: reads of the open EU are served from its buffer,

@@ -1,5 +1,6 @@
-// DriveMap: the emulated drive's FTL map, LBA -> packed record location (0 = unmapped),
-// held in runs of 16 entries that exist only while one of their entries is not 0.
+// DriveMap: the emulated drive's FTL map, LBA -> packed record location (PackLoc; 0 =
+// unmapped, 1 = kLostBlock), held in 6 bytes an entry, in runs of 16 entries that exist
+// only while one of their entries is not 0.
 //
 // A drive exports an expanded logical space (its flash times the expansion factor), most
 // of which an array never writes, or writes and trims again as its segments come and go.
@@ -9,11 +10,17 @@
 // not: a RAID10 segment leaves one chunk in four of each device's slot-1 unwritten, a
 // RAID5 one all of slot-2, so a page held 4/3 to 2 times its mapped entries. Runs of 16
 // entries (an array chunk is 16 blocks or a multiple, and chunk-aligned: every hole is
-// whole runs) cost 8 bytes per mapped block, 128 bytes per run, plus a 4-byte directory
+// whole runs) cost 6 bytes per mapped block, 96 bytes per run, plus a 4-byte directory
 // entry per 16 logical blocks (calloc'd: resident only where runs were made).
 //
-// The checkpoint still writes 512-entry pages, those with an entry that is not 0
-// (docs/format/compressed-drive.md, "Sparse map"): CopyPage assembles one from its runs.
+// 6 bytes hold a location when the record's offset and footprint are multiples of the
+// drive's record alignment 2^a (format 2: a = 4): (offset >> a) in the top 35 + a bits,
+// (footprint >> a) in the 13 - a below. Flash of up to 2^(35 + 2a) bytes: 8 TiB at a = 4,
+// 32 GiB for a format-1 drive (a = 0), which the drive checks at open (MaxFlashBytes).
+//
+// The checkpoint still writes 512-entry pages of 8-byte PackLoc words, those with an entry
+// that is not 0 (docs/format/compressed-drive.md, "Sparse map"): CopyPage assembles one
+// from its runs.
 //
 // Thread-safety: none; the drive holds its lock around every call.
 #pragma once
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "compress/drive_format.h"
 
 namespace eraid {
 
@@ -37,8 +45,14 @@ class DriveMap {
   static constexpr uint32_t kRunShift = 4;
   static constexpr uint64_t kRunEntries = uint64_t{1} << kRunShift;
 
-  explicit DriveMap(uint64_t size)
-      : size_(size),
+  // Flash bytes whose every location fits an entry, for records aligned to 2^align_shift.
+  static constexpr uint64_t MaxFlashBytes(uint32_t align_shift) {
+    return uint64_t{1} << (kEntryBits - drive_format::kLocLengthBits + 2 * align_shift);
+  }
+
+  explicit DriveMap(uint64_t size, uint32_t align_shift)
+      : align_shift_(align_shift),
+        size_(size),
         runs_in_dir_((size + kRunEntries - 1) >> kRunShift),
         dir_(static_cast<uint32_t*>(std::calloc(std::max<uint64_t>(runs_in_dir_, 1), 4))),
         page_runs_((size + kPageEntries - 1) >> kPageShift, 0) {
@@ -52,23 +66,35 @@ class DriveMap {
   // Runs that exist now (each holds at least one entry that is not 0).
   uint64_t resident_runs() const { return pool_.size() - free_.size(); }
 
-  uint64_t Get(uint64_t lba) const {
-    const uint32_t r = dir_[lba >> kRunShift];
-    return r == 0 ? 0 : pool_[r - 1].e[lba & (kRunEntries - 1)];
+  // Whether an entry can hold `loc`: 0, kLostBlock, or a location inside the mappable
+  // flash whose offset and footprint are multiples of the alignment.
+  bool Holds(uint64_t loc) const {
+    if (loc <= drive_format::kLostBlock) return true;
+    const uint64_t offset = drive_format::LocOffset(loc);
+    const uint64_t mask = (uint64_t{1} << align_shift_) - 1;
+    return offset > 0 && offset < MaxFlashBytes(align_shift_) &&
+           ((offset | drive_format::LocLength(loc)) & mask) == 0;
   }
 
-  void Set(uint64_t lba, uint64_t value) {
+  uint64_t Get(uint64_t lba) const {
+    const uint32_t r = dir_[lba >> kRunShift];
+    return r == 0 ? 0 : Expand(pool_[r - 1].Load(lba & (kRunEntries - 1)));
+  }
+
+  void Set(uint64_t lba, uint64_t loc) {
     ERAID_CHECK(lba < size_);
+    const uint64_t value = Compact(loc);
     uint32_t& r = dir_[lba >> kRunShift];
     if (r == 0) {
       if (value == 0) return;
       r = NewRun();
       if (page_runs_[lba >> kPageShift]++ == 0) ++resident_pages_;
     }
-    uint64_t& e = pool_[r - 1].e[lba & (kRunEntries - 1)];
+    Run& run = pool_[r - 1];
+    const uint64_t i = lba & (kRunEntries - 1);
     uint8_t& used = used_[r - 1];
-    used = static_cast<uint8_t>(used + (value != 0) - (e != 0));
-    e = value;
+    used = static_cast<uint8_t>(used + (value != 0) - (run.Load(i) != 0));
+    run.Store(i, value);
     if (used == 0) {
       free_.push_back(r);
       r = 0;
@@ -85,7 +111,8 @@ class DriveMap {
     std::fill(out, out + kPageEntries, uint64_t{0});
     for (uint64_t d = first; d < end; ++d) {
       if (const uint32_t r = dir_[d]) {
-        std::copy(pool_[r - 1].e.begin(), pool_[r - 1].e.end(), out + (d - first) * kRunEntries);
+        for (uint64_t i = 0; i < kRunEntries; ++i)
+          out[(d - first) * kRunEntries + i] = Expand(pool_[r - 1].Load(i));
       }
     }
     return true;
@@ -102,7 +129,7 @@ class DriveMap {
         const uint32_t r = dir_[d];
         if (r == 0) continue;
         for (uint64_t i = 0; i < kRunEntries; ++i) {
-          if (pool_[r - 1].e[i] != 0) fn((d << kRunShift) | i, pool_[r - 1].e[i]);
+          if (const uint64_t v = pool_[r - 1].Load(i)) fn((d << kRunShift) | i, Expand(v));
         }
       }
     }
@@ -124,9 +151,34 @@ class DriveMap {
   }
 
  private:
+  static constexpr uint32_t kEntryBits = 48;
+  // 48-bit entries, split so a run packs without padding.
   struct Run {
-    std::array<uint64_t, kRunEntries> e{};
+    std::array<uint16_t, kRunEntries> lo{};
+    std::array<uint32_t, kRunEntries> hi{};
+    uint64_t Load(uint64_t i) const { return uint64_t{hi[i]} << 16 | lo[i]; }
+    void Store(uint64_t i, uint64_t v) {
+      lo[i] = static_cast<uint16_t>(v);
+      hi[i] = static_cast<uint32_t>(v >> 16);
+    }
   };
+  static_assert(sizeof(Run) == kRunEntries * kEntryBits / 8);
+  // PackLoc <-> entry. 0 (unmapped) and 1 (kLostBlock) are kept as they are: no record
+  // lies at offset 0 (the superblock), so no location packs to either.
+  uint64_t Compact(uint64_t loc) const {
+    if (loc <= drive_format::kLostBlock) return loc;
+    ERAID_CHECK(Holds(loc));
+    return (drive_format::LocOffset(loc) >> align_shift_)
+               << (drive_format::kLocLengthBits - align_shift_) |
+           (drive_format::LocLength(loc) >> align_shift_);
+  }
+  uint64_t Expand(uint64_t v) const {
+    if (v <= drive_format::kLostBlock) return v;
+    const uint32_t length_bits = drive_format::kLocLengthBits - align_shift_;
+    return drive_format::PackLoc((v >> length_bits) << align_shift_,
+                                 static_cast<uint32_t>(v & ((uint64_t{1} << length_bits) - 1))
+                                     << align_shift_);
+  }
   struct FreeDeleter {
     void operator()(uint32_t* p) const { std::free(p); }
   };
@@ -143,6 +195,7 @@ class DriveMap {
     return static_cast<uint32_t>(pool_.size());
   }
 
+  uint32_t align_shift_;
   uint64_t size_;
   uint64_t runs_in_dir_;
   std::unique_ptr<uint32_t[], FreeDeleter> dir_;  // per 16 LBAs: its run's index + 1, or 0

@@ -127,15 +127,14 @@ Status CompressedDrive::RecoverLocked() {
     uint32_t off = start;
     while (off + kRecordHeaderBytes <= eu_bytes_) {
       auto h = DecodeRecord(std::span(buf).subspan(off), /*check_crc=*/false);
-      if (!h.ok() || h->type == RecordType::kEuHeader || h->seq <= gen ||
-          off + h->record_bytes() > eu_bytes_ ||
+      const uint32_t len = h.ok() ? RecordFootprint(h->record_bytes(), align_shift_) : 0;
+      if (!h.ok() || h->type == RecordType::kEuHeader || h->seq <= gen || off + len > eu_bytes_ ||
           !DecodeRecord(std::span(buf).subspan(off, h->record_bytes()), true).ok()) {
         break;  // the end of what reached flash in this incarnation
       }
-      found.push_back(
-          {h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, h->record_bytes())});
+      found.push_back({h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, len)});
       max_seq = std::max(max_seq, h->seq);
-      off += h->record_bytes();
+      off += len;
     }
     eus_[i] = Eu{Eu::State::kSealed, 0, gen, off, 0, 0};
   }
@@ -184,13 +183,17 @@ Status CompressedDrive::LoadCheckpointMapLocked(const CheckpointHeader& h,
   map_.Clear();
   auto load = [&](uint64_t first, const std::byte* p, uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) {
-      if (const uint64_t loc = GetLe64(p + i * 8); loc != kUnmapped) map_.Set(first + i, loc);
+      const uint64_t loc = GetLe64(p + i * 8);
+      if (loc == kUnmapped) continue;
+      if (!map_.Holds(loc)) {
+        return Status::Corruption("checkpoint maps lba " + std::to_string(first + i) +
+                                  " to a place no record can have");
+      }
+      map_.Set(first + i, loc);
     }
-  };
-  if (h.version == kCheckpointVersionDense) {
-    load(0, payload.data(), logical_blocks_);
     return Status::Ok();
-  }
+  };
+  if (h.version == kCheckpointVersionDense) return load(0, payload.data(), logical_blocks_);
   const std::byte* bitmap = payload.data();
   const std::byte* page = bitmap + MapBitmapBytes(logical_blocks_);
   const uint64_t pages = MapPages(logical_blocks_);
@@ -203,7 +206,7 @@ Status CompressedDrive::LoadCheckpointMapLocked(const CheckpointHeader& h,
     for (uint64_t i = std::min(kMapPageEntries, logical_blocks_ - first); i < kMapPageEntries; ++i)
       if (GetLe64(page + i * 8) != kUnmapped)
         return Status::Corruption("checkpoint maps an LBA past the map");
-    load(first, page, std::min(kMapPageEntries, logical_blocks_ - first));
+    ERAID_RETURN_IF_ERROR(load(first, page, std::min(kMapPageEntries, logical_blocks_ - first)));
     page += kMapPageBytes;
     ++present;
   }

@@ -25,25 +25,28 @@ namespace {
 namespace df = drive_format;
 using Block = std::vector<std::byte>;
 
+// A record's place as a format-2 drive has them: offset and footprint multiples of 16.
+uint64_t L(uint64_t i) { return df::PackLoc(kBlockSize + i * 16, 32 + i % 256 * 16); }
+
 TEST(DriveMapTest, APageExistsOnlyWhileOneOfItsEntriesIsSet) {
-  DriveMap map(3 * DriveMap::kPageEntries + 7);
+  DriveMap map(3 * DriveMap::kPageEntries + 7, df::kRecordAlignShift);
   EXPECT_EQ(map.page_count(), 4u);
   EXPECT_EQ(map.resident_pages(), 0u);
   map.Set(5, 0);  // unmapping what is not mapped allocates nothing
   EXPECT_EQ(map.resident_pages(), 0u);
-  map.Set(5, 42);
-  map.Set(6, 43);
-  map.Set(3 * DriveMap::kPageEntries + 6, 44);  // the last, partial page
+  map.Set(5, L(42));
+  map.Set(6, L(43));
+  map.Set(3 * DriveMap::kPageEntries + 6, L(44));  // the last, partial page
   EXPECT_EQ(map.resident_pages(), 2u);
-  EXPECT_EQ(map.Get(5), 42u);
+  EXPECT_EQ(map.Get(5), L(42));
   EXPECT_EQ(map.Get(7), 0u);
   EXPECT_EQ(map.Get(DriveMap::kPageEntries), 0u);  // an absent page reads as unmapped
-  map.Set(5, 45);                                  // an overwrite keeps the count
+  map.Set(5, L(45));                               // an overwrite keeps the count
   map.Set(5, 0);
   EXPECT_EQ(map.resident_pages(), 2u);
   std::vector<uint64_t> page(DriveMap::kPageEntries, 99);
   ASSERT_TRUE(map.CopyPage(0, page.data()));
-  EXPECT_EQ(page[6], 43u);
+  EXPECT_EQ(page[6], L(43));
   EXPECT_EQ(page[5], 0u);
   EXPECT_EQ(page[DriveMap::kPageEntries - 1], 0u) << "zeros where no run exists";
   map.Set(6, 0);
@@ -52,10 +55,45 @@ TEST(DriveMapTest, APageExistsOnlyWhileOneOfItsEntriesIsSet) {
   std::vector<std::pair<uint64_t, uint64_t>> set;
   map.ForEachSet([&](uint64_t lba, uint64_t v) { set.emplace_back(lba, v); });
   ASSERT_EQ(set.size(), 1u);
-  EXPECT_EQ(set[0], std::make_pair(3 * DriveMap::kPageEntries + 6, uint64_t{44}));
+  EXPECT_EQ(set[0], std::make_pair(3 * DriveMap::kPageEntries + 6, L(44)));
   map.Clear();
   EXPECT_EQ(map.resident_pages(), 0u);
   EXPECT_EQ(map.Get(3 * DriveMap::kPageEntries + 6), 0u);
+}
+
+// An entry is 6 bytes: every location a drive can make round-trips — format 2's (16-byte
+// aligned, up to 8 TiB of flash) and format 1's (any byte, up to 32 GiB) — and the others
+// are refused by Holds, which a checkpoint's entries are checked with before Set.
+TEST(DriveMapTest, EntriesHoldEveryPlaceOfTheirFormatUpToItsLimit) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  EXPECT_EQ(DriveMap::MaxFlashBytes(0), uint64_t{32} << 30);
+  EXPECT_EQ(DriveMap::MaxFlashBytes(df::kRecordAlignShift), uint64_t{8} << 40);
+  for (uint32_t shift : {0u, df::kRecordAlignShift}) {
+    SCOPED_TRACE("align shift " + std::to_string(shift));
+    const uint64_t align = uint64_t{1} << shift, max = DriveMap::MaxFlashBytes(shift);
+    const uint32_t longest = df::RecordFootprint(df::kMaxRecordBytes, shift);
+    DriveMap map(1024, shift);
+    std::vector<uint64_t> want(1024);
+    for (uint64_t lba = 0; lba < 1024; ++lba) {
+      uint64_t offset = (kBlockSize + rng() % (max - kBlockSize)) & ~(align - 1);
+      uint32_t length = df::RecordFootprint(32 + rng() % (df::kMaxRecordBytes - 31), shift);
+      if (lba == 0) offset = kBlockSize;
+      if (lba == 1) offset = max - align, length = longest;  // the extremes
+      if (lba == 2) length = df::kRecordHeaderBytes;
+      want[lba] = lba == 3 ? df::kLostBlock : df::PackLoc(offset, length);
+      ASSERT_TRUE(map.Holds(want[lba])) << offset << " " << length;
+      map.Set(lba, want[lba]);
+    }
+    for (uint64_t lba = 0; lba < 1024; ++lba) ASSERT_EQ(map.Get(lba), want[lba]) << lba;
+    EXPECT_FALSE(map.Holds(df::PackLoc(max, 48)));  // past the limit
+    EXPECT_FALSE(map.Holds(df::PackLoc(0, 48)));    // the superblock
+    if (shift > 0) {
+      EXPECT_FALSE(map.Holds(df::PackLoc(kBlockSize + 8, 48)));  // unaligned offset
+      EXPECT_FALSE(map.Holds(df::PackLoc(kBlockSize, 40)));      // unaligned footprint
+    }
+  }
 }
 
 // Runs of 16 entries exist only where an entry is set: an array's holes (a chunk of 16
@@ -66,24 +104,24 @@ TEST(DriveMapTest, RunsExistOnlyWhereEntriesAreAndMatchAModel) {
   std::printf("seed=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   const uint64_t size = 40 * DriveMap::kPageEntries + 21;
-  DriveMap map(size);
+  DriveMap map(size, df::kRecordAlignShift);
   // Three chunks of 16 in every four written, as RAID10 leaves slot-1.
   for (uint64_t lba = 0; lba < 8 * DriveMap::kPageEntries; ++lba) {
-    if ((lba / 16) % 4 != 3) map.Set(lba, lba + 1);
+    if ((lba / 16) % 4 != 3) map.Set(lba, L(lba + 1));
   }
   EXPECT_EQ(map.resident_runs(), 8 * DriveMap::kPageEntries / 16 * 3 / 4);
   EXPECT_EQ(map.resident_pages(), 8u);
   const uint64_t runs = map.resident_runs();
   for (uint64_t lba = 0; lba < 16; ++lba) map.Set(lba, 0);  // a whole run goes
   EXPECT_EQ(map.resident_runs(), runs - 1);
-  map.Set(size - 1, 7);  // made again from the freed one
+  map.Set(size - 1, L(7));  // made again from the freed one
   EXPECT_EQ(map.resident_runs(), runs);
   std::map<uint64_t, uint64_t> model;
   map.Clear();
   EXPECT_EQ(map.resident_runs(), 0u);
   for (int op = 0; op < 200000; ++op) {
     const uint64_t lba = rng() % 4 ? rng() % (3 * DriveMap::kPageEntries) : rng() % size;
-    const uint64_t v = rng() % 3 ? 0 : 1 + rng() % 1000;  // clears outnumber sets
+    const uint64_t v = rng() % 3 ? 0 : L(1 + rng() % 1000);  // clears outnumber sets
     map.Set(lba, v);
     if (v) {
       model[lba] = v;

@@ -2,6 +2,7 @@
 // zeros for unwritten and trimmed blocks, no-space, device GC at high fullness,
 // FlashAlloc, reopen, corruption detection, and faults surfacing as statuses.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/drive_format.h"
 #include "compress/faulty_backend.h"
+#include "compress/file_backend.h"
 #include "compress/mem_backend.h"
 #include "tests/support/seed.h"
 
@@ -173,7 +175,9 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
   ASSERT_TRUE(m.flash().Read(Lba(0), sb).ok());
   auto super = DecodeSuperblock(sb);
   ASSERT_TRUE(super.ok());
-  std::map<uint64_t, std::pair<uint64_t, uint32_t>> newest;  // lba -> (seq, bytes)
+  EXPECT_EQ(super->version, kDriveFormatVersion);
+  EXPECT_EQ(super->record_align_shift, kRecordAlignShift);
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> newest;  // lba -> (seq, footprint)
   std::map<uint64_t, uint64_t> trimmed_at;
   Block eu(BlocksToBytes(super->eu_blocks));
   for (uint32_t i = 0; i < super->num_eus; ++i) {
@@ -185,14 +189,21 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
     for (; off + kRecordHeaderBytes <= eu.size();) {
       auto h = DecodeRecord(std::span(eu).subspan(off), false);
       if (!h.ok() || h->seq <= head->seq) break;
+      // Records start at multiples of 16, the gap before the next one zeros.
+      ASSERT_EQ(off % 16, 0u);
+      const uint32_t footprint = RecordFootprint(h->record_bytes(), kRecordAlignShift);
+      ASSERT_GE(footprint, h->record_bytes());
+      ASSERT_LT(footprint, h->record_bytes() + 16);
+      for (uint32_t b = off + h->record_bytes(); b < off + footprint; ++b)
+        ASSERT_EQ(eu[b], std::byte{0}) << "gap byte " << b;
       if (h->type == RecordType::kData) {
         auto& n = newest[h->lba];
-        if (h->seq > n.first) n = {h->seq, h->record_bytes()};
+        if (h->seq > n.first) n = {h->seq, footprint};
       } else if (h->type == RecordType::kTrim) {
         for (uint64_t b = h->lba; b < h->lba + h->count_blocks; ++b)
           trimmed_at[b] = std::max(trimmed_at[b], h->seq);
       }
-      off += h->record_bytes();
+      off += footprint;
     }
     // Past the last record the rest of its page is zeros, not what the stream's buffer
     // held from the EU it filled before.
@@ -216,6 +227,95 @@ TEST(DriveTest, ReportedRatioEqualsStoredBytes) {
   // Per-range ratios follow the data: blocks 100..109 were written at 0..90%.
   EXPECT_LT(m.drive().Usage(Lba(190), 1)->ratio(), m.drive().Usage(Lba(199), 1)->ratio());
   EXPECT_EQ(m.drive().Usage(Lba(510), 10)->ratio(), 0.0) << "trimmed range stores nothing";
+}
+
+// Drives made before format 2 still open, read, take writes, collect garbage and recover:
+// a format-1 drive keeps its records back to back (an older build, which walks them so,
+// can still read it), and is refused past the 32 GiB its 6-byte map entries can place.
+TEST(DriveTest, Format1DrivesStillServeWithRecordsBackToBack) {
+  using namespace drive_format;
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  DriveOptions o = SmallOptions();
+  o.format_version = kDriveFormatVersionUnaligned;
+  DriveModel m(1536, o);
+  auto write = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const uint64_t lba = rng() % 1200;
+      ASSERT_TRUE(m.Write(lba, MakeBlock(static_cast<uint32_t>(rng() % 100), rng)).ok());
+    }
+  };
+  write(6000);
+  ASSERT_GT(m.drive().stats().gc_relocated_bytes, 0u) << "device GC moved unaligned records";
+  m.Reopen(SmallOptions());  // the drive's format wins over the options'
+  m.VerifyAll();
+  write(1500);
+  m.Reopen(SmallOptions());
+  m.VerifyAll();
+
+  Block sb(kBlockSize);
+  ASSERT_TRUE(m.flash().Read(Lba(0), sb).ok());
+  auto super = DecodeSuperblock(sb).value();
+  EXPECT_EQ(super.version, kDriveFormatVersionUnaligned);
+  EXPECT_EQ(super.record_align_shift, 0u);
+  // Walked back to back, as format 1 lays them: some record starts off a 16-byte boundary.
+  uint64_t records = 0, unaligned = 0;
+  Block eu(BlocksToBytes(super.eu_blocks));
+  for (uint32_t i = 0; i < super.num_eus; ++i) {
+    ASSERT_TRUE(
+        m.flash().Read(Lba(super.data_start_block + uint64_t(i) * super.eu_blocks), eu).ok());
+    auto head = DecodeRecord(eu, true);
+    if (!head.ok()) continue;
+    for (uint32_t off = kRecordHeaderBytes; off + kRecordHeaderBytes <= eu.size();) {
+      auto h = DecodeRecord(std::span(eu).subspan(off), false);
+      if (!h.ok() || h->seq <= head->seq) break;
+      ++records;
+      unaligned += off % 16 != 0;
+      off += h->record_bytes();
+    }
+  }
+  EXPECT_GT(records, 100u);
+  EXPECT_GT(unaligned, 0u);
+}
+
+TEST(DriveTest, FlashBeyondWhatAFormatCanMapIsRefusedClearly) {
+  using namespace drive_format;
+  // 40 GiB, sparse: only the superblock is ever written.
+  const std::string path = "/tmp/eraid-drive-40g-" + std::to_string(::getpid());
+  FileBackendOptions fo;
+  fo.create = true;
+  fo.size_bytes = uint64_t{40} << 30;
+  auto flash = FileBackend::Open(path, fo);
+  ::unlink(path.c_str());
+  ASSERT_TRUE(flash.ok()) << flash.status().ToString();
+  DriveOptions o = SmallOptions();
+  o.format_version = kDriveFormatVersionUnaligned;
+  auto made = CompressedDrive::Format(**flash, o);
+  ASSERT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(made.status().ToString().find("more than a format 1 drive can map"), std::string::npos)
+      << made.status().ToString();
+  // A format-1 superblock of that size, as an older build could have written.
+  Superblock sb;
+  sb.version = kDriveFormatVersionUnaligned;
+  sb.record_align_shift = 0;
+  sb.eu_blocks = 64;
+  sb.num_eus = 100;
+  sb.logical_blocks = 12800;
+  sb.ckpt_slot_blocks = static_cast<uint32_t>(CheckpointSlotBlocks(sb.logical_blocks, sb.num_eus));
+  sb.data_start_block = 1 + 2 * uint64_t{sb.ckpt_slot_blocks};
+  sb.flash_blocks = (*flash)->capacity_blocks();
+  sb.expansion_milli = 2000;
+  Block block(kBlockSize);
+  EncodeSuperblock(sb, block);
+  ASSERT_TRUE((*flash)->Write(Lba(0), block).ok());
+  auto opened = CompressedDrive::Open(**flash, SmallOptions());
+  ASSERT_EQ(opened.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(opened.status().ToString().find("drive format 1"), std::string::npos)
+      << opened.status().ToString();
+  // Format 2 maps it.
+  auto v2 = CompressedDrive::Format(**flash, SmallOptions());
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
 }
 
 TEST(DriveTest, UnwrittenAndTrimmedReadZerosAndCostNothing) {
