@@ -306,17 +306,34 @@ class LogEngine {
   PagedLbaTable<Entry> map_;
   // Stores with data: per LBA, its copies a recovery could find (blocks in live segments
   // and in collected victims not yet freed), and per live trim record the LBAs mapped to it.
-  // Saturating: an LBA that once had 65,535 copies stays counted, its trim record kept.
-  PagedLbaTable<uint16_t> copies_;
+  // One byte an LBA; an LBA with kManyCopies or more (a hot one, rewritten faster than GC
+  // collects its segments) has its count in many_copies_ instead, so counts stay exact.
+  static constexpr uint8_t kManyCopies = UINT8_MAX;
+  PagedLbaTable<uint8_t> copies_;
+  std::unordered_map<uint64_t, uint64_t> many_copies_;
   void AddCopy(uint64_t lba) {
-    uint16_t& c = copies_.ref(lba);
-    if (c != UINT16_MAX) ++c;
+    uint8_t& c = copies_.ref(lba);
+    if (c + 1 < kManyCopies) {
+      ++c;
+    } else if (c + 1 == kManyCopies) {
+      c = kManyCopies;
+      many_copies_[lba] = kManyCopies;
+    } else {
+      ++many_copies_[lba];
+    }
   }
   // Returns true if that was its last copy.
   bool DropCopy(uint64_t lba) {
-    uint16_t& c = copies_.ref(lba);
-    if (c != UINT16_MAX) --c;
-    return c == 0;
+    uint8_t& c = copies_.ref(lba);
+    ERAID_CHECK(c > 0);
+    if (c == kManyCopies) {
+      auto it = many_copies_.find(lba);
+      if (--it->second >= kManyCopies) return false;
+      many_copies_.erase(it);
+      c = kManyCopies - 1;
+      return false;
+    }
+    return --c == 0;
   }
   std::unordered_map<uint64_t, uint32_t> trim_refs_;
   std::vector<ExtentCounters> extents_;  // with extent_shift

@@ -198,6 +198,40 @@ Status LogEngine::CheckInvariants() const {
   if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
   if (trim_refs_.size() != stats_.live_trim_records)
     return Status::Corruption("live trim record stat mismatch");
+  if (has_data_) {
+    // Copy counts, recounted: data slots of live segments and of victims not yet freed.
+    std::unordered_map<uint64_t, uint64_t> want;
+    for (uint32_t i = 0; i < segments_.size(); ++i) {
+      if (!segments_[i]) continue;
+      for (uint32_t s = 0; s < segments_[i]->n_slots; ++s) {
+        if (!IsTrimTag(slots[i][s].lba)) ++want[slots[i][s].lba];
+      }
+    }
+    for (const Unfreed& victim : unfreed_) {
+      for (uint64_t lba : victim.lbas) ++want[lba];
+    }
+    uint64_t counted = 0;
+    Status wrong;
+    copies_.ForEachPaged([&](uint64_t lba, uint8_t c) {
+      if (c == 0 || !wrong.ok()) return;
+      ++counted;
+      auto many = many_copies_.find(lba);
+      const uint64_t have = c < kManyCopies ? c : many == many_copies_.end() ? 0 : many->second;
+      auto it = want.find(lba);
+      if (it == want.end() || it->second != have || (c == kManyCopies) != (have >= kManyCopies)) {
+        wrong = Status::Corruption("lba " + std::to_string(lba) + " counts " +
+                                   std::to_string(have) + " copies but has " +
+                                   std::to_string(it == want.end() ? 0 : it->second));
+      }
+    });
+    ERAID_RETURN_IF_ERROR(wrong);
+    if (counted != want.size()) return Status::Corruption("an LBA's copies are not counted");
+    for (const auto& [lba, n] : many_copies_) {
+      if (lba >= copies_.size() || copies_[lba] != kManyCopies || n < kManyCopies)
+        return Status::Corruption("lba " + std::to_string(lba) +
+                                  " is among the many-copied wrongly");
+    }
+  }
   if (options_.extent_shift) {
     std::vector<uint64_t> per(extents_.size());
     bool uncounted = false;

@@ -590,5 +590,58 @@ TEST_P(TrimCrashTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
   }
 }
 
+// Copy counts are one byte an LBA, and exact beyond it: an LBA written hundreds of times
+// before GC frees any of its copies, then trimmed, keeps its trim record while a copy is
+// left and loses it with the last (a saturating byte would keep it forever).
+// CheckInvariants recounts every LBA's copies from the segments.
+TEST(CopyCountTest, AnLbaWithHundredsOfCopiesIsCountedExactly) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  auto p = std::move(MakePlacement("sepbit")).value();
+  DurableFreeStore store(32, 160, false);
+  EngineOptions o;
+  o.segment_blocks = 32;
+  o.total_segments = 160;
+  o.gc_free_segments = p->classes() + 3;
+  o.gc_urgent_free_segments = p->classes() + 2;
+  o.gc_step_blocks = 4;
+  o.frees_per_flush = 2;
+  LogEngine engine(o, *p, store);
+  std::vector<std::byte> block(kBlockSize);
+  // 700 copies of LBA 7, between writes of LBAs rewritten later: ~44 segments that all
+  // turn to garbage, and no GC yet.
+  for (int i = 0; i < 700; ++i) {
+    ASSERT_TRUE(engine.Write(7, 1, 1, block).ok());
+    ASSERT_TRUE(engine.Write(2000 + uint64_t(i) % 300, 1, 1, block).ok());
+    if (i % 100 == 99) {
+      ASSERT_TRUE(engine.CheckInvariants().ok()) << engine.CheckInvariants().ToString();
+    }
+  }
+  EXPECT_EQ(engine.stats().segments_collected, 0u) << "no copy of LBA 7 freed yet";
+  ASSERT_TRUE(engine.Trim(7, 1).ok());
+  EXPECT_EQ(engine.stats().live_trim_records, 1u);
+  ASSERT_TRUE(engine.CheckInvariants().ok()) << engine.CheckInvariants().ToString();
+  // Enough rewrites, hot (a few hundred LBAs) and cooler (a window of 1500 rewritten in
+  // turn), for both user classes to fill segment after segment and GC to take every one
+  // that holds a copy of LBA 7.
+  for (int i = 0; i < 40000; ++i) {
+    const uint64_t lba = i % 2 ? 2000 + rng() % 300 : 5000 + uint64_t(i / 2) % 1500;
+    ASSERT_TRUE(engine.Write(lba, 1, 1, block).ok());
+    if (i % 1000 == 0) {
+      ASSERT_TRUE(engine.Flush().ok());
+    }
+    if (i % 5000 == 4999) {
+      ASSERT_TRUE(engine.CheckInvariants().ok()) << engine.CheckInvariants().ToString();
+    }
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine.Flush().ok());
+  ASSERT_TRUE(engine.CheckInvariants().ok()) << engine.CheckInvariants().ToString();
+  EXPECT_EQ(engine.stats().live_trim_records, 0u) << "the record outlived every copy it hid";
+  std::vector<std::byte> back(kBlockSize, std::byte{1});
+  ASSERT_TRUE(engine.Read(7, back).ok());
+  EXPECT_EQ(back, std::vector<std::byte>(kBlockSize));
+}
+
 }  // namespace
 }  // namespace eraid
