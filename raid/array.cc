@@ -90,6 +90,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     if (seg.entry.scheme != SegmentScheme::kFree) continue;
     seg.Reset();
     seg.crc.reserve(geometry_.segment_positions());  // exact: doubling kept up to 2x
+    CountCrcLocked(seg);
     seg.is_summary.reserve(geometry_.segment_positions());
     // Start from zeros on every device (and end the old FlashAlloc ranges). Whether
     // these trims and the record below are durable does not matter: nothing is
@@ -221,6 +222,8 @@ Status ElasticArray::SealLocked(SegmentId s) {
   seal_epochs_[s.value] = flush_epoch_;
   seg.entry.sealed = true;
   seg.entry.frontier = seg.frontier;
+  seg.crc_used.store(true, std::memory_order_relaxed);
+  TrimCrcCacheLocked(s.value);  // its CRCs stay: it was written last
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
@@ -253,6 +256,8 @@ Status ElasticArray::Free(SegmentId s) {
   seg.entry = SegmentEntry{};
   seg.open = false;
   seg.Reset();
+  std::vector<uint32_t>().swap(seg.crc);  // (Reset keeps the capacity)
+  CountCrcLocked(seg);
   ++seg.incarnation;
   ERAID_RETURN_IF_ERROR(JournalLocked(s.value, Durable::kAtNextFlush));
   seals_awaiting_flush_.erase(s.value);
@@ -300,6 +305,11 @@ uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row
   const Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
   std::fill(row->begin(), row->end(), std::byte{0});
+  if (!LoadCrcsLocked(s).ok()) {  // no block of it can be verified
+    const uint64_t written =
+        seg.frontier > r * rb ? std::min<uint64_t>(rb, seg.frontier - r * rb) : 0;
+    return static_cast<uint32_t>(written);
+  }
   uint32_t unreadable = 0;
   for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
     const auto pos = static_cast<uint32_t>(r * rb + i);
@@ -331,9 +341,12 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
       return Status::Ok();
     }
     const Place p = geometry_.Primary(s, position);
-    if (io_->state(p.device) == DeviceState::kOk &&
+    if (position < seg.crc.size() && io_->state(p.device) == DeviceState::kOk &&
         io_->device(p.device)->Read(Lba(p.lba), out).ok() && Crc32c(out) == seg.crc[position]) {
       fast_reads_[p.device].fetch_add(1, std::memory_order_relaxed);
+      // The CLOCK's reference bit, written only when it changes (readers share the line).
+      if (!seg.crc_used.load(std::memory_order_relaxed))
+        seg.crc_used.store(true, std::memory_order_relaxed);
       return Status::Ok();
     }
   }
@@ -342,11 +355,84 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
     return Status::InvalidArgument("segment " + std::to_string(s.value) + " position " +
                                    std::to_string(position) + " was never written");
   }
-  const uint32_t want = segments_[s.value]->crc[position];
-  Status st = ReadVerifiedLocked(
-      s, position, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair);
+  Status st = LoadCrcsLocked(s);
+  if (st.ok()) {
+    const uint32_t want = segments_[s.value]->crc[position];
+    st = ReadVerifiedLocked(
+        s, position, out, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kRepair);
+  }
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return st;
+}
+
+// ---------------------------------------------------------------- the CRC cache
+
+void ElasticArray::CountCrcLocked(Segment& seg) {
+  const uint64_t bytes = seg.crc.capacity() * sizeof(uint32_t);
+  crc_bytes_ = crc_bytes_ - seg.crc_counted + bytes;
+  seg.crc_counted = bytes;
+}
+
+Status ElasticArray::LoadCrcsLocked(SegmentId s) {
+  Segment& seg = *segments_[s.value];
+  seg.crc_used.store(true, std::memory_order_relaxed);
+  if (seg.crc_resident()) return Status::Ok();
+  // A sealed segment: every batch is closed, its summary (the batch's first position)
+  // holds the CRC of each block after it; a summary's own CRC is that of the block read.
+  std::vector<uint32_t> crc(seg.frontier, 0);
+  std::vector<std::byte> block(kBlockSize);
+  for (uint32_t pos = 0; pos < seg.frontier; ++pos) {
+    if (!seg.is_summary[pos]) continue;
+    Summary summary;
+    auto is_summary = [&](std::span<const std::byte> b) {
+      auto d = DecodeSummary(b);
+      if (!d.ok() || d->segment != s.value || d->generation != seg.entry.generation ||
+          d->position != pos)
+        return false;
+      summary = std::move(d).value();
+      return true;
+    };
+    ERAID_RETURN_IF_ERROR(
+        ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kRepair)
+            .WithContext("segment " + std::to_string(s.value) + ": the summary holding its CRCs"));
+    if (pos + 1 + summary.entries.size() > seg.frontier) {
+      return Status::Corruption("segment " + std::to_string(s.value) + ": the summary at " +
+                                std::to_string(pos) + " runs past the frontier");
+    }
+    crc[pos] = Crc32c(block);
+    for (size_t i = 0; i < summary.entries.size(); ++i) crc[pos + 1 + i] = summary.entries[i].crc;
+  }
+  seg.crc = std::move(crc);
+  CountCrcLocked(seg);
+  ++stats_.crc_cache_loads;
+  TrimCrcCacheLocked(s.value);
+  return Status::Ok();
+}
+
+void ElasticArray::TrimCrcCacheLocked(uint32_t keep) {
+  if (crc_cache_limit_ == 0 || segments_.empty()) return;
+  const auto n = static_cast<uint32_t>(segments_.size());
+  // Two sweeps at most: the first may only clear reference bits.
+  for (uint64_t step = 0; crc_bytes_ > crc_cache_limit_ && step < 2ull * n; ++step) {
+    const uint32_t i = crc_hand_;
+    crc_hand_ = i + 1 < n ? i + 1 : 0;
+    Segment& seg = *segments_[i];
+    // Only a sealed segment at rest: not open, not being converted (which reads the CRCs
+    // across lock drops), no row still on its way to the devices.
+    if (i == keep || seg.crc.capacity() == 0 || seg.open || !seg.entry.sealed || seg.converting ||
+        !seg.in_flight.empty() || seg.entry.scheme == SegmentScheme::kFree)
+      continue;
+    if (seg.crc_used.exchange(false, std::memory_order_relaxed)) continue;
+    std::vector<uint32_t>().swap(seg.crc);
+    CountCrcLocked(seg);
+    ++stats_.crc_cache_evictions;
+  }
+}
+
+void ElasticArray::set_crc_cache_bytes(uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  crc_cache_limit_ = bytes;
+  TrimCrcCacheLocked();
 }
 
 void ElasticArray::TakeRecoveredBlocks(
@@ -409,6 +495,7 @@ ArrayStats ElasticArray::stats() const {
   for (uint32_t d = 0; d < s.devices.size(); ++d)
     s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
+  s.crc_cache_bytes = crc_bytes_;
   s.row_writer_rows = row_writer_rows_.load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
   s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;

@@ -89,8 +89,11 @@ struct ArrayStats {
   // makes the free durable (docs/raid.md).
   uint32_t untrimmed_free_segments = 0;
   uint64_t pending_unmirror_trims = 0;  // slot-2 copies waiting for a flush to be trimmed
-  bool degraded = false;                // some device failed or rebuilding
-  bool data_at_risk = false;            // more devices failed than redundancy covers
+  // The CRC cache (set_crc_cache_bytes): bytes of per-position CRCs in RAM now, and how
+  // many times a sealed segment's were read back from its summaries or let go.
+  uint64_t crc_cache_bytes = 0, crc_cache_loads = 0, crc_cache_evictions = 0;
+  bool degraded = false;      // some device failed or rebuilding
+  bool data_at_risk = false;  // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;
 };
 
@@ -223,6 +226,14 @@ class ElasticArray {
                             const std::function<void(const RebuildProgress&)>& progress = nullptr);
   Result<ScrubReport> Scrub();
 
+  // RAM for the blocks' CRCs (4 bytes a position): open segments and those being
+  // converted keep theirs; sealed segments' are a cache of what their summaries hold,
+  // read back (every summary of the segment, through the checked read path) when a read,
+  // conversion or rebuild needs them and let go, least recently used first (second-chance
+  // CLOCK), while the total is over this. 0: no bound (every segment keeps its CRCs).
+  static constexpr uint64_t kDefaultCrcCacheBytes = uint64_t{32} << 20;
+  void set_crc_cache_bytes(uint64_t bytes);
+
   ArrayStats stats() const;
   // With usage = false, only the array's own state: no device queries (cheap).
   SegmentInfo segment_info(SegmentId s, bool usage = true) const;
@@ -293,6 +304,13 @@ class ElasticArray {
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
+  // The CRC cache (set_crc_cache_bytes). LoadCrcsLocked makes segment s's CRCs resident
+  // (DataLoss if a summary cannot be read); TrimCrcCacheLocked lets sealed segments' go
+  // until the total is within the bound, never `keep`'s; CountCrcLocked brings the total
+  // up to date after seg.crc's capacity changed.
+  Status LoadCrcsLocked(SegmentId s);
+  void TrimCrcCacheLocked(uint32_t keep = UINT32_MAX);
+  void CountCrcLocked(Segment& seg);
   Status SealLocked(SegmentId s);
   Status FinishRecoveredSegmentLocked(SegmentId s);
   Result<uint32_t> AppendLocked(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
@@ -358,6 +376,9 @@ class ElasticArray {
   // each) every time a segment opened, 1.8% of a served array's CPU under random writes.
   std::vector<AlignedBuffer> spare_row_bufs_;
   bool journal_unflushed_ = false;  // a kAtNextFlush record not yet flushed
+  uint64_t crc_cache_limit_ = kDefaultCrcCacheBytes;
+  uint64_t crc_bytes_ = 0;  // the capacity of every segment's crc, in bytes
+  uint32_t crc_hand_ = 0;   // the CLOCK's
 
   // Rows written outside the lock. rows_detached_ numbers them (under mu_); the rest is
   // under rows_mu_ (taken after mu_, never before it).

@@ -20,8 +20,12 @@ Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
   const Segment& seg = *segments_[index];
   const uint64_t rb = geometry_.row_blocks();
   const uint32_t frontier = seg.frontier;
-  // One CRC and one summary flag per written position (and a tag pair, until taken).
-  if (seg.crc.size() != frontier || seg.is_summary.size() != frontier ||
+  // One CRC and one summary flag per written position (and a tag pair, until taken); a
+  // sealed segment's CRCs may have left the cache, and no segment counts other than its own.
+  const bool crc_evicted = seg.entry.sealed && !seg.open && !seg.converting && seg.crc.empty();
+  if (seg.crc_counted != seg.crc.capacity() * sizeof(uint32_t))
+    return Broken(index, "CRC cache counts other than its CRCs' bytes");
+  if ((seg.crc.size() != frontier && !crc_evicted) || seg.is_summary.size() != frontier ||
       (!seg.recovered_tags.empty() && seg.recovered_tags.size() != frontier))
     return Broken(index, "per-position records do not match the frontier");
   if (frontier > geometry_.segment_positions()) return Broken(index, "frontier beyond the segment");
@@ -76,7 +80,15 @@ Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
 
 Status ElasticArray::CheckInvariants() const {
   std::lock_guard lock(mu_);
-  for (uint32_t i = 0; i < segments_.size(); ++i) ERAID_RETURN_IF_ERROR(CheckSegmentLocked(i));
+  uint64_t crc_bytes = 0;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    ERAID_RETURN_IF_ERROR(CheckSegmentLocked(i));
+    crc_bytes += segments_[i]->crc_counted;
+  }
+  if (crc_bytes != crc_bytes_)
+    return Status::Corruption("array invariant: the CRC cache counts " +
+                              std::to_string(crc_bytes_) + " bytes, its segments hold " +
+                              std::to_string(crc_bytes));
   // Work waiting for a flush belongs to segments in the state it assumes.
   for (const auto& [s, epoch] : frees_awaiting_flush_) {
     if (segments_[s]->entry.scheme != SegmentScheme::kFree)

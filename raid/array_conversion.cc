@@ -59,6 +59,8 @@ class ElasticArray::Conversion {
     states_ = DeviceStates();
     if (a_.unmirror_awaiting_flush_.count(s_.value) || a_.seals_awaiting_flush_.count(s_.value))
       a_.FlushDevicesLocked();
+    // The copying reads the CRCs across lock drops: resident, and kept (converting).
+    ERAID_RETURN_IF_ERROR(a_.LoadCrcsLocked(s_).WithContext("convert"));
     seg.converting = true;
     seg_ = &seg;
     incarnation_ = seg.incarnation;

@@ -51,7 +51,13 @@ struct ElasticArray::Segment {
   raid_format::SegmentEntry entry;
   bool open = false;
   uint32_t frontier = 0;
-  std::vector<uint32_t> crc;  // per written position
+  // Per written position; empty for a sealed segment whose CRCs left the cache (then
+  // its summaries hold them: LoadCrcsLocked).
+  std::vector<uint32_t> crc;
+  uint64_t crc_counted = 0;  // crc's capacity in bytes, as crc_bytes_ counts it
+  mutable std::atomic<bool> crc_used{
+      false};  // the CLOCK's reference bit (set by shared-lock reads)
+  bool crc_resident() const { return crc.size() >= frontier; }
   std::vector<bool> is_summary;
   // Per position, (lba, time) as the summaries held them when Open found this segment;
   // empty once TakeRecoveredBlocks has handed them over, and for segments written since.

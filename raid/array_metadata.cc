@@ -317,7 +317,10 @@ Status ElasticArray::RecoverLocked() {
     io_->FlushAll();
   }
   for (uint32_t s = 0; s < nseg; ++s) segments_[s]->entry = best[s];
-  for (uint32_t s = 0; s < nseg; ++s) ERAID_RETURN_IF_ERROR(RecoverSegmentLocked(s));
+  for (uint32_t s = 0; s < nseg; ++s) {
+    ERAID_RETURN_IF_ERROR(RecoverSegmentLocked(s));
+    TrimCrcCacheLocked(s);  // recovery reads every segment's CRCs with its summaries
+  }
   // Fold the replayed journal into a checkpoint, and record any device that failed here.
   ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
@@ -336,6 +339,7 @@ Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
   // Exact: grown by doubling they kept up to twice the room (per-position state is most
   // of the array's RAM).
   seg.crc.reserve(positions);
+  CountCrcLocked(seg);
   seg.is_summary.reserve(positions);
   seg.recovered_tags.reserve(positions);
   std::vector<std::byte> block(kBlockSize);

@@ -257,6 +257,74 @@ TEST(ArrayTest, ConversionRepairsBitRotItMeetsAndCopiesNoneOfIt) {
   }
 }
 
+// A CRC cache of one segment's CRCs: sealed segments' CRCs leave RAM and are read back
+// from their summaries when a read, a conversion or a rebuild needs them. Every block
+// still reads right and is still verified (a flipped bit in an evicted segment's block
+// is found and repaired), across conversions, a rebuild and a reopen.
+TEST(ArrayTest, ACrcCacheOfOneSegmentStillVerifiesEveryBlock) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  Rig rig(4, 4, 2, 4096, seed);
+  const ArrayGeometry& g = rig.array->geometry();
+  const uint64_t one_segment = g.segment_positions() * sizeof(uint32_t);
+  rig.array->set_crc_cache_bytes(one_segment);
+  std::vector<SegmentId> segs;
+  for (int i = 0; i < 6; ++i) {
+    SegmentId s =
+        rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
+    rig.Fill(s, static_cast<uint32_t>(g.segment_positions()));
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    segs.push_back(s);
+  }
+  ASSERT_TRUE(rig.array->Flush().ok());
+  rig.VerifyAll("sealed");
+  ArrayStats st = rig.array->stats();
+  EXPECT_GT(st.crc_cache_loads, 0u);
+  EXPECT_GT(st.crc_cache_evictions, 0u);
+  EXPECT_LE(st.crc_cache_bytes, one_segment) << "the cache stays within its bound";
+
+  // A bit flipped in a block of a segment whose CRCs are not in RAM (segs[0]: the reads
+  // above ended in segs[5]) is caught, and the block repaired from its redundancy.
+  const uint32_t pos = 3;  // a data position (0 is the first summary)
+  const Place p = g.Primary(segs[0], pos);
+  ASSERT_TRUE(rig.faulty[p.device]->FlipBit(Lba(p.lba), 1234).ok());
+  Block back(kBlockSize);
+  ASSERT_TRUE(rig.array->Read(segs[0], pos, back).ok());
+  EXPECT_EQ(back, rig.model.at({segs[0].value, pos}));
+  EXPECT_EQ(rig.array->stats().crc_mismatches, st.crc_mismatches + 1);
+  EXPECT_EQ(rig.array->stats().repairs, st.repairs + 1);
+  EXPECT_EQ(rig.array->stats().crc_cache_loads, st.crc_cache_loads + 1) << "read back for it";
+
+  // Conversions of segments whose CRCs left, both ways.
+  for (SegmentId s : {segs[1], segs[2]}) {
+    const SegmentScheme to = rig.array->segment_info(s).scheme == SegmentScheme::kRaid5
+                                 ? SegmentScheme::kRaid10
+                                 : SegmentScheme::kRaid5;
+    ASSERT_TRUE(rig.array->Convert(s, to).ok());
+    EXPECT_EQ(rig.array->segment_info(s).scheme, to);
+  }
+  rig.VerifyAll("converted");
+  // A rebuild of a device, every segment's CRCs read back along the way.
+  ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(2)).ok());
+  rig.VerifyAll("degraded");
+  ASSERT_TRUE(rig.array->Replace(DeviceIndex(2), rig.faulty[2].get()).ok());
+  rig.VerifyAll("rebuilt");
+  EXPECT_LE(rig.array->stats().crc_cache_bytes, one_segment);
+  rig.Reopen();
+  rig.array->set_crc_cache_bytes(one_segment);
+  rig.VerifyAll("reopened");
+  EXPECT_LE(rig.array->stats().crc_cache_bytes, one_segment);
+  // Unbounded: once read back, every segment keeps its CRCs.
+  rig.array->set_crc_cache_bytes(0);
+  rig.VerifyAll("unbounded");
+  st = rig.array->stats();
+  rig.VerifyAll("unbounded, again");
+  EXPECT_EQ(rig.array->stats().crc_cache_loads, st.crc_cache_loads);
+  uint64_t written = 0;  // positions: a segment read back holds exactly its frontier's CRCs
+  for (SegmentId s : segs) written += rig.array->segment_info(s).frontier;
+  EXPECT_GE(rig.array->stats().crc_cache_bytes, written * sizeof(uint32_t));
+}
+
 // ReadTags hands back every data block's tags in position order, from the summaries on
 // the devices and the open batch in RAM: while the segment is open (batches closed by
 // flushes and one still open), sealed, converted, with a summary rotten on its primary
