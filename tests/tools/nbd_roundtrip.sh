@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # End to end through real NBD with the user's commands: `eraid create`, `eraid serve
 # --daemon`, nbdcopy of a random image into the volume and back out (cmp), then `eraid
-# stop`, a new server, and the image read back again. The image is 256 MiB less 1,535
-# bytes: not a multiple of 4 KiB, so its last request is unaligned, as a tar file's often
-# is. Then a trim of the first quarter through fio's nbd engine: block status
-# (nbdinfo --map) must call it a hole, the volume's valid bytes must fall, and it must read
-# back as zeros, also after a restart. `eraid status` along the way: no WA figures on a
+# stop`, a new server (its CRC cache a few segments' worth), and the image read back
+# again. The image is 256 MiB less 1,535 bytes: not a multiple of 4 KiB, so its last
+# request is unaligned, as a tar file's often is. Then a trim of the first quarter
+# through fio's nbd engine: block status (nbdinfo --map) must call it a hole, the
+# volume's valid bytes must fall, and it must read back as zeros, also after a restart. `eraid status` along the way: no WA figures on a
 # fresh array, per-interval figures while the copy runs, lifetime figures after the
 # restart. Usage: nbd_roundtrip.sh BUILD_DIR [MiB]
 set -euo pipefail
@@ -67,7 +67,11 @@ nbdcopy "$URI" "$WORK/out"
 cmp -n $BYTES "$WORK/img" "$WORK/out"
 "$ERAID" stop --dir "$WORK/array"
 [ ! -e "$WORK/array/nbd.sock" ] || { echo "nbd_roundtrip: the socket was left behind"; exit 1; }
-"$ERAID" serve --dir "$WORK/array" --daemon
+# Served again with a CRC cache of a few segments' CRCs: the image reads back whole and
+# verified, most segments' CRCs read back from their summaries.
+"$ERAID" serve --dir "$WORK/array" --daemon --crc-cache 16K
+nbdcopy "$URI" "$WORK/out"
+cmp -n $BYTES "$WORK/img" "$WORK/out"
 # Lifetime statistics survive the restart: the copy's writes are still counted (and so
 # WA is given), while since this open nothing was written (no figure).
 "$ERAID" status --dir "$WORK/array" --json | python3 -c '
@@ -81,7 +85,10 @@ assert c["opens"] >= 3 and "note" not in c, c
 # The open, timed by stage: the stages add up to (at most) the whole.
 o = d["open"]
 assert o["seconds"] > 0 and o["drives_seconds"] > 0 and o["array_seconds"] > 0, o
-assert o["drives_seconds"] + o["array_seconds"] + o["log_seconds"] <= o["seconds"] * 1.001 + 1e-5, o'
+assert o["drives_seconds"] + o["array_seconds"] + o["log_seconds"] <= o["seconds"] * 1.001 + 1e-5, o
+k = d["crc_cache"]
+assert k["loads"] > 10 and k["evictions"] > 10, k
+assert k["bytes"] <= 16384 + 8 * 3072, k  # the bound, and the open segments'
 grep -q "eraid: opened .* in .* s (drives" "$WORK/array/serve.log" ||
   { cat "$WORK/array/serve.log"; echo "nbd_roundtrip: the open time is not in the log"; exit 1; }
 nbdcopy "$URI" "$WORK/out2"

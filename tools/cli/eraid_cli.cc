@@ -370,6 +370,7 @@ void Forward(int sig) {
 int Serve(int argc, char** argv) {
   ServeOptions o;
   bool daemon = false;
+  std::string crc_cache = std::to_string(o.crc_cache_bytes >> 20) + "M";
   po::options_description desc(
       "eraid serve --dir DIR [--socket PATH | --tcp ADDR:PORT --tls-psk FILE] [--daemon]\n"
       "Serves the array's volume over NBD: nbdkit with the eraid plugin. Clients:\n"
@@ -383,12 +384,20 @@ int Serve(int argc, char** argv) {
       "tls-certificates", po::value(&o.tls_certificates), "TLS certificates directory, for --tcp")(
       "threads", po::value(&o.threads)->default_value(o.threads),
       "nbdkit threads per connection (0: one per core; 16 if a drive is remote)")(
+      "crc-cache", po::value(&crc_cache)->default_value(crc_cache),
+      "RAM for sealed segments' block CRCs (read back from their summaries when not there; "
+      "0: no bound), e.g. 32M, 1G")(
       "daemon", po::bool_switch(&daemon),
       "serve in the background (log in DIR/serve.log); stop with eraid stop")(
       "nbdkit", po::value(&o.nbdkit)->default_value(o.nbdkit), "the nbdkit binary")(
       "plugin", po::value(&o.plugin), "the eraid plugin (default: next to this binary)");
   po::variables_map vm;
   if (int rc = Parse("serve", desc, argc, argv, &vm); rc >= 0) return rc;
+  {
+    auto bytes = ParseSize(crc_cache);
+    if (!bytes.ok()) return Die("serve", bytes.status().WithContext("--crc-cache"), 2);
+    o.crc_cache_bytes = *bytes;
+  }
   {
     ServeOptions check = o;
     auto cmd = NbdkitCommand(check);

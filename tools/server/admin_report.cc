@@ -151,6 +151,11 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                                 {"crc_mismatches", as.crc_mismatches},
                                 {"repairs", as.repairs},
                                 {"data_loss", as.data_loss}})},
+       // Sealed segments' block CRCs in RAM (bounded by serve --crc-cache-mib), and how
+       // often they were read back from the summaries or let go.
+       {"crc_cache", Json::object({{"bytes", as.crc_cache_bytes},
+                                   {"loads", as.crc_cache_loads},
+                                   {"evictions", as.crc_cache_evictions}})},
        {"devices", devices},
        // How long the open took, by stage (a crash's recovery is in it: the drives replay
        // their records, the array completes open segments).

@@ -27,6 +27,7 @@ namespace {
 
 std::string g_dir;
 std::string g_socket;  // nbdkit's Unix socket, removed at unload (nbdkit leaves it behind)
+uint64_t g_crc_cache_bytes = eraid::ElasticArray::kDefaultCrcCacheBytes;  // crc-cache-bytes
 std::unique_ptr<eraid::ArrayDir> g_array;
 std::unique_ptr<eraid::AdminServer> g_admin;
 
@@ -56,7 +57,19 @@ int AbsolutePath(const char* value, std::string* out) {
 int Config(const char* key, const char* value) {
   if (std::strcmp(key, "dir") == 0) return AbsolutePath(value, &g_dir);
   if (std::strcmp(key, "socket") == 0) return AbsolutePath(value, &g_socket);
-  nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR [socket=PATH])", key);
+  if (std::strcmp(key, "crc-cache-bytes") == 0) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long bytes = std::strtoull(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0') {
+      nbdkit_error("eraid: crc-cache-bytes=%s: want a number of bytes (0: no bound)", value);
+      return -1;
+    }
+    g_crc_cache_bytes = bytes;
+    return 0;
+  }
+  nbdkit_error("eraid: unknown parameter '%s' (expected dir=DIR [socket=PATH] [crc-cache-bytes=N])",
+               key);
   return -1;
 }
 
@@ -82,6 +95,7 @@ int AfterFork() {
   auto a = eraid::ArrayDir::Open(g_dir);
   if (!a.ok()) return Fail(a.status());
   g_array = std::move(a).value();
+  g_array->array().set_crc_cache_bytes(g_crc_cache_bytes);
   // In the server's log (DIR/serve.log when run with --daemon), and in `eraid status`.
   const eraid::ArrayDir::OpenTimes& t = g_array->open_times();
   std::fprintf(stderr, "eraid: opened %s in %.2f s (drives %.2f s, array %.2f s, log %.2f s)\n",
@@ -216,7 +230,8 @@ static struct nbdkit_plugin plugin = [] {
   p.config_complete = ConfigComplete;
   p.config_help =
       "dir=<DIR>       (required) an array directory made by `eraid create`\n"
-      "socket=<PATH>   the --unix socket, removed when the server exits";
+      "socket=<PATH>   the --unix socket, removed when the server exits\n"
+      "crc-cache-bytes=<N> RAM for sealed segments' block CRCs (0: no bound; default 32 MiB)";
   p.get_ready = GetReady;
   p.after_fork = AfterFork;
   p.unload = Unload;

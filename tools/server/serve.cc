@@ -107,6 +107,7 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
   cmd.push_back(o.plugin);
   cmd.push_back("dir=" + o.dir);
   if (!o.socket.empty()) cmd.push_back("socket=" + o.socket);
+  cmd.push_back("crc-cache-bytes=" + std::to_string(o.crc_cache_bytes));
   cmd.insert(cmd.end(), {"minblock=4096", "maxdata=32M"});
   return cmd;
 }

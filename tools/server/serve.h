@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "raid/array.h"
 
 namespace eraid {
 
@@ -26,6 +27,8 @@ struct ServeOptions {
   // 6.9-8.3 ms and 2 gave 4.4-4.6 ms at the same rate (docs/block-device.md). With a
   // drive on another host (an NBD URI in the manifest), 0 means kRemoteDriveThreads.
   uint32_t threads = 0;
+  // The array's CRC cache (ElasticArray::set_crc_cache_bytes), bytes; 0: no bound.
+  uint64_t crc_cache_bytes = ElasticArray::kDefaultCrcCacheBytes;
   std::string nbdkit = "nbdkit";
   std::string plugin;  // default: FindPlugin()
   std::string log;     // nbdkit's stderr (empty: inherited)
