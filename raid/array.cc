@@ -92,6 +92,7 @@ Result<SegmentId> ElasticArray::AllocateSegment(SegmentScheme scheme) {
     seg.crc.reserve(geometry_.segment_positions());  // exact: doubling kept up to 2x
     CountCrcLocked(seg);
     seg.is_summary.reserve(geometry_.segment_positions());
+    seg.batch.reserve(kSummaryCapacity);
     // Start from zeros on every device (and end the old FlashAlloc ranges). Whether
     // these trims and the record below are durable does not matter: nothing is
     // acknowledged in the segment before a flush makes both so, recovery rewrites the
@@ -210,6 +211,10 @@ Status ElasticArray::SealLocked(SegmentId s) {
     }
   }
   seg.rows_to_unmirror.clear();
+  // What only an open segment needs goes with it: an open batch's entries kept up to
+  // 256 × 24 bytes per segment ever opened (~5 bytes per block written) after clear().
+  std::vector<SummaryEntry>().swap(seg.batch);
+  std::vector<uint32_t>().swap(seg.rows_to_unmirror);
   seg.open = false;
   // As many spares as there can be open segments (one per placement class, a few).
   if (seg.row_buf.size() > 0 && spare_row_bufs_.size() < 16)
@@ -496,6 +501,12 @@ ArrayStats ElasticArray::stats() const {
     s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
   s.crc_cache_bytes = crc_bytes_;
+  s.memory_bytes = 0;
+  for (const auto& seg : segments_) {
+    s.memory_bytes += sizeof(Segment) + seg->is_summary.capacity() / 8 +
+                      seg->recovered_tags.capacity() * sizeof(seg->recovered_tags[0]) +
+                      seg->row_buf.capacity() + seg->batch.capacity() * sizeof(seg->batch[0]);
+  }
   s.row_writer_rows = row_writer_rows_.load(std::memory_order_relaxed);
   s.segments = geometry_.segments;
   s.free_segments = s.raid5_segments = s.raid10_segments = s.open_segments = 0;
