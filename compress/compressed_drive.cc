@@ -534,6 +534,7 @@ DriveStats CompressedDrive::stats() const {
   s.free_eus = free_eus_.size();
   s.used_eu_bytes = (num_eus_ - free_eus_.size()) * eu_bytes_;
   s.flashalloc_ranges = ranges_.size();
+  s.map_bytes = map_.bytes();
   return s;
 }
 

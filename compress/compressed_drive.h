@@ -115,10 +115,12 @@ struct DriveStats {
   uint64_t flashalloc_evictions = 0;
   uint64_t nospace_errors = 0;
   uint64_t corrupt_reads = 0;
+  uint64_t map_bytes = 0;  // RAM of the FTL map now (DriveMap::bytes)
 
   // Adds another drive's counters: the figures of several drives (an array's), or of a
   // drive and the one it replaced.
   void Add(const DriveStats& o) {
+    map_bytes += o.map_bytes;
     logical_blocks += o.logical_blocks;
     flash_bytes += o.flash_bytes;
     usable_bytes += o.usable_bytes;

@@ -65,6 +65,21 @@ class DriveMap {
   uint64_t resident_pages() const { return resident_pages_; }
   // Runs that exist now (each holds at least one entry that is not 0).
   uint64_t resident_runs() const { return pool_.size() - free_.size(); }
+  // RAM held: the run pool and its side tables as far as used (a vector's capacity past
+  // its size is not touched, so not resident), and the directory's 4 KiB pages that hold
+  // a run (the rest of the calloc'd directory was never touched).
+  uint64_t bytes() const {
+    uint64_t dir_pages = 0;
+    constexpr uint64_t kPagesPerDirPage = 4096 / 4 / (kPageEntries >> kRunShift);  // 32
+    for (uint64_t k = 0; k < page_runs_.size(); k += kPagesPerDirPage) {
+      const uint64_t end = std::min<uint64_t>(page_runs_.size(), k + kPagesPerDirPage);
+      dir_pages += std::any_of(page_runs_.begin() + static_cast<long>(k),
+                               page_runs_.begin() + static_cast<long>(end),
+                               [](uint8_t n) { return n != 0; });
+    }
+    return pool_.size() * sizeof(Run) + used_.size() + free_.size() * 4 + page_runs_.size() +
+           dir_pages * 4096;
+  }
 
   // Whether an entry can hold `loc`: 0, kLostBlock, or a location inside the mappable
   // flash whose offset and footprint are multiples of the alignment.

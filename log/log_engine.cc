@@ -340,6 +340,18 @@ Status LogEngine::Read(uint64_t lba, std::span<std::byte> out) {
 
 Status LogEngine::Flush() { return FreeCollected(); }
 
+uint64_t LogEngine::memory_bytes() const {
+  constexpr uint64_t kHashEntry = 32;
+  uint64_t b = map_.bytes() + copies_.bytes() +
+               (many_copies_.size() + trim_refs_.size()) * kHashEntry +
+               segments_.capacity() * sizeof(void*) + free_indices_.capacity() * 4;
+  for (const auto& seg : segments_) {
+    if (seg) b += sizeof(Segment) + seg->slots.capacity() * sizeof(Slot) + seg->positions.bytes();
+  }
+  for (const Unfreed& u : unfreed_) b += u.lbas.capacity() * 8;
+  return b;
+}
+
 Status LogEngine::FreeVictim(Unfreed& victim) {
   ERAID_RETURN_IF_ERROR(store_.Free(victim.handle));
   ++victims_freed_;

@@ -170,6 +170,9 @@ class LogEngine {
   Status FinishRecovery();
 
   const EngineStats& stats() const { return stats_; }
+  // RAM of the engine's own state (not the placement's): per-LBA tables, segment records,
+  // trim records; hash tables counted at 32 bytes an entry.
+  uint64_t memory_bytes() const;
   // Every sealed segment's store handle and garbage proportion (invalid / written).
   void ForEachSealed(const std::function<void(uint64_t handle, double gp)>& fn) const;
   // The store handle of the segment holding an LBA's current copy.

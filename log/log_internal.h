@@ -33,6 +33,7 @@ class SlotPositions {
       runs_.push_back({slot, position});
     }
   }
+  uint64_t bytes() const { return runs_.capacity() * sizeof(Run); }
   // REQUIRES: slot appended.
   uint32_t At(uint32_t slot) const {
     auto it = std::upper_bound(runs_.begin(), runs_.end(), slot,

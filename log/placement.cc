@@ -54,6 +54,7 @@ class PagedLbaArray {
   void Prefetch(uint64_t lba) const {
     if (lba < t_.size()) t_.Prefetch(lba);
   }
+  uint64_t bytes() const { return t_.bytes(); }
 
  private:
   PagedLbaTable<T> t_;
@@ -92,6 +93,7 @@ class DenseWriteTimes {
   uint64_t get(uint64_t lba, uint64_t /*now*/) const { return t_.get(lba); }
   void set(uint64_t lba, uint64_t now) { t_.at(lba) = now; }
   void Prefetch(uint64_t lba) const { t_.Prefetch(lba); }
+  uint64_t bytes() const { return t_.bytes(); }
 
  private:
   LbaArray<uint64_t> t_;
@@ -114,6 +116,7 @@ class PagedWriteTimes {
   }
   void set(uint64_t lba, uint64_t now) { t_.at(lba) = static_cast<uint32_t>(now % kM + 1); }
   void Prefetch(uint64_t lba) const { t_.Prefetch(lba); }
+  uint64_t bytes() const { return t_.bytes(); }
 
  private:
   static constexpr uint64_t kM = UINT32_MAX;
@@ -185,7 +188,8 @@ class SepBIT final : public Placement {
   }
 
   PlacementStats stats() const override {
-    return {threshold_ == kInfinity ? 0 : threshold_, unique_, peak_unique_, fifo_size()};
+    return {threshold_ == kInfinity ? 0 : threshold_, unique_, peak_unique_, fifo_size(),
+            last_write_.bytes() + fifo_.capacity() * sizeof(uint64_t)};
   }
   void Prefetch(uint64_t lba) const override {
     last_write_.Prefetch(lba);

@@ -476,6 +476,7 @@ VolumeStats Volume::stats() const {
   st.capacity_blocks = capacity_blocks_;
   st.engine = engine_->stats();
   st.placement = placement_->stats();
+  st.memory_bytes = engine_->memory_bytes() + st.placement.lba_state_bytes;
   return st;
 }
 

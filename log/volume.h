@@ -97,6 +97,8 @@ struct VolumeStats {
   // Flush() calls, and the rounds of device flushes that answered them: concurrent
   // flushes share a round (group commit).
   uint64_t flush_requests = 0, flush_rounds = 0;
+  // RAM of the log: the engine's state and the placement's per-LBA state.
+  uint64_t memory_bytes = 0;
 };
 
 class Volume {

@@ -92,6 +92,9 @@ struct ArrayStats {
   // The CRC cache (set_crc_cache_bytes): bytes of per-position CRCs in RAM now, and how
   // many times a sealed segment's were read back from its summaries or let go.
   uint64_t crc_cache_bytes = 0, crc_cache_loads = 0, crc_cache_evictions = 0;
+  // RAM of the array's per-segment state besides the CRC cache: the summary flags,
+  // recovered tags not yet taken, the segment records, the open segments' row buffers.
+  uint64_t memory_bytes = 0;
   bool degraded = false;      // some device failed or rebuilding
   bool data_at_risk = false;  // more devices failed than redundancy covers
   std::vector<DeviceStats> devices;

@@ -88,7 +88,13 @@ assert o["seconds"] > 0 and o["drives_seconds"] > 0 and o["array_seconds"] > 0, 
 assert o["drives_seconds"] + o["array_seconds"] + o["log_seconds"] <= o["seconds"] * 1.001 + 1e-5, o
 k = d["crc_cache"]
 assert k["loads"] > 10 and k["evictions"] > 10, k
-assert k["bytes"] <= 16384 + 8 * 3072, k  # the bound, and the open segments'
+assert k["bytes"] <= 16384 + 8 * 3072, k  # the bound, and the open segments
+m = d["memory"]
+assert m["crc_cache_bytes"] == k["bytes"], m
+# 64 Ki blocks written: the log maps each (4 bytes and more), the drives map each twice
+# or more (RAID10, or RAID5 with parity) in 6-byte entries.
+assert 4 * 65536 <= m["log_bytes"] < 64 * 65536 and m["array_bytes"] > 0, m
+assert 12 * 65536 <= m["drive_map_bytes"] < 64 * 65536, m'
 grep -q "eraid: opened .* in .* s (drives" "$WORK/array/serve.log" ||
   { cat "$WORK/array/serve.log"; echo "nbd_roundtrip: the open time is not in the log"; exit 1; }
 nbdcopy "$URI" "$WORK/out2"

@@ -85,9 +85,17 @@ for size in $SIZES; do
   warm=$((bytes / 4 / 65536 * 65536))
   fill "$warm"
   anon0=$(kib RssAnon "$pid")
+  s0=$("$ERAID" status --dir "$A" --json)
   fill $((bytes - warm))
   anon1=$(kib RssAnon "$pid")
+  s1=$("$ERAID" status --dir "$A" --json)
   per_block=$(awk -v a="$anon0" -v b="$anon1" -v n="$((bytes - warm))" 'BEGIN {printf "%.1f", (b - a) * 1024 / (n / 4096)}')
+  # The same growth as each layer counts its own state (status --json "memory").
+  layers=""
+  for k in log_bytes array_bytes crc_cache_bytes drive_map_bytes; do
+    layers+="${layers:+ / }$(awk -v a="$(json_num "$s0" $k)" -v b="$(json_num "$s1" $k)" \
+      -v n="$((bytes - warm))" 'BEGIN {printf "%.1f", (b - a) / (n / 4096)}')"
+  done
   # And over the whole run from the fresh start: with what the warm-up allocated, which
   # for random writes includes the log's map over every LBA they reach (dense: 12 bytes
   # per LBA of the volume, written or not).
@@ -103,7 +111,7 @@ for size in $SIZES; do
   say scale-bench "$size drives: restart after SIGKILL"
   read -r kill_s kill_anon kill_file < <(start "$A")
   "$ERAID" stop --dir "$A" >/dev/null
-  ROWS+="| 4 × $size | $((cap >> 20)) | $fresh_s | $((fresh_anon >> 10)) / $((fresh_file >> 10)) | $((bytes >> 20)) | $per_block | $per_block_all | $clean_s | $((clean_anon >> 10)) / $((clean_file >> 10)) | $kill_s | $((kill_anon >> 10)) / $((kill_file >> 10)) |"$'\n'
+  ROWS+="| 4 × $size | $((cap >> 20)) | $fresh_s | $((fresh_anon >> 10)) / $((fresh_file >> 10)) | $((bytes >> 20)) | $per_block | $layers | $per_block_all | $clean_s | $((clean_anon >> 10)) / $((clean_file >> 10)) | $kill_s | $((kill_anon >> 10)) / $((kill_file >> 10)) |"$'\n'
   rm -rf "$A"
 done
 
@@ -134,8 +142,8 @@ SECTION=$WORK/section.md
   echo "Command: \`tools/bench/scale-bench.sh${SIZES:+ --sizes \"$SIZES\"} --crc-cache $CRC_CACHE\` ($(date -u +%Y-%m-%d), load average before: $LOAD_BEFORE; $CACHE_NOTE)."
   echo "Resident memory is the serving nbdkit process's, anonymous / file-backed, in MiB."
   echo
-  echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written (last ¾) | (whole run) | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| drives | volume MiB | fresh start s | RSS at start | MiB written | anon bytes / block written (last ¾) | of it, as the layers count: log / array / CRC cache / drive maps | (whole run) | start after clean stop s | RSS then | start after SIGKILL s | RSS then |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s' "$ROWS"
   if [ -n "$SIM_ROWS" ]; then
     echo

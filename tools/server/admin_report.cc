@@ -156,6 +156,13 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
        {"crc_cache", Json::object({{"bytes", as.crc_cache_bytes},
                                    {"loads", as.crc_cache_loads},
                                    {"evictions", as.crc_cache_evictions}})},
+       // RAM by layer, as each counts its own state (not the allocator's slack, nor
+       // buffers and queues): the log's tables, the array's per-segment state, the
+       // drives' FTL maps.
+       {"memory", Json::object({{"log_bytes", vs.memory_bytes},
+                                {"array_bytes", as.memory_bytes},
+                                {"crc_cache_bytes", as.crc_cache_bytes},
+                                {"drive_map_bytes", sum.map_bytes}})},
        {"devices", devices},
        // How long the open took, by stage (a crash's recovery is in it: the drives replay
        // their records, the array completes open segments).
