@@ -421,4 +421,9 @@ size_t FileBackend::Reap(bool wait, bool kicks_too) {
   return finished.size();
 }
 
+void FileBackend::ReleaseMappedPages() {
+  if (map_ != nullptr)
+    (void)::madvise(const_cast<std::byte*>(map_), BlocksToBytes(capacity_blocks_), MADV_DONTNEED);
+}
+
 }  // namespace eraid

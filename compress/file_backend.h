@@ -68,6 +68,10 @@ class FileBackend final : public Backend {
   // calling thread's own: no lock, and no wait behind other threads' operations on the
   // shared ring (a flush, a punted write).
   Status Read(Lba lba, std::span<std::byte> buf) override;
+  // Lets go of the pages of the read mapping (mapped_reads) this process has touched —
+  // an open reads checkpoints and summaries through it: they leave the process's
+  // resident set, not the page cache, and a later read faults its page back in.
+  void ReleaseMappedPages();
   // From the mapping: exactly the bytes asked for.
   Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
   bool mapped() const { return map_ != nullptr; }

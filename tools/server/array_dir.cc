@@ -336,6 +336,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   // drives' checkpoint payloads) are freed by now, but the heap keeps their pages: give
   // them back, so a restarted server holds what a fresh one would for the same data.
   ::malloc_trim(0);
+  // Likewise the flash files' pages the open read through their mappings (checkpoints,
+  // every summary): ~110 MiB for four 16 GiB drives with 4 GiB written.
+  for (const auto& f : a->files_) {
+    if (auto* file = dynamic_cast<FileBackend*>(f.get())) file->ReleaseMappedPages();
+  }
   return a;
 }
 
