@@ -492,6 +492,19 @@ class DurableFreeStore final : public SegmentStore {
   std::vector<uint64_t> pending_;
 };
 
+// The trim tests' engine: 32-block segments, GC with a few segments to spare, small GC
+// steps and victims freed two per flush, so records meet GC and frees often.
+EngineOptions TrimTestOptions(const Placement& p, uint32_t segments) {
+  EngineOptions o;
+  o.segment_blocks = 32;
+  o.total_segments = segments;
+  o.gc_free_segments = p.classes() + 3;
+  o.gc_urgent_free_segments = p.classes() + 2;
+  o.gc_step_blocks = 4;
+  o.frees_per_flush = 2;
+  return o;
+}
+
 // Trim records against a model, with GC dropping the records no copy needs any more and
 // frees that become durable only at the next flush: after a crash at any point, recovery
 // from the segments must give every LBA exactly its latest value (appends here are
@@ -507,13 +520,7 @@ TEST_P(TrimCrashTest, TrimRecordsSurviveCrashesAndGoWhenNoCopyNeedsThem) {
   constexpr uint64_t kLbas = 600;
   auto p = std::move(MakePlacement("sepbit")).value();
   DurableFreeStore store(32, 80, GetParam());
-  EngineOptions o;
-  o.segment_blocks = 32;
-  o.total_segments = 80;
-  o.gc_free_segments = p->classes() + 3;
-  o.gc_urgent_free_segments = p->classes() + 2;
-  o.gc_step_blocks = 4;
-  o.frees_per_flush = 2;
+  const EngineOptions o = TrimTestOptions(*p, 80);
   auto engine = std::make_unique<LogEngine>(o, *p, store);
   std::vector<uint8_t> model(kLbas, 0);  // a block's value: its first byte (0: zeros)
   std::vector<std::byte> block(kBlockSize), back(kBlockSize);
@@ -600,13 +607,7 @@ TEST(CopyCountTest, AnLbaWithHundredsOfCopiesIsCountedExactly) {
   std::mt19937_64 rng(seed);
   auto p = std::move(MakePlacement("sepbit")).value();
   DurableFreeStore store(32, 160, false);
-  EngineOptions o;
-  o.segment_blocks = 32;
-  o.total_segments = 160;
-  o.gc_free_segments = p->classes() + 3;
-  o.gc_urgent_free_segments = p->classes() + 2;
-  o.gc_step_blocks = 4;
-  o.frees_per_flush = 2;
+  const EngineOptions o = TrimTestOptions(*p, 160);
   LogEngine engine(o, *p, store);
   std::vector<std::byte> block(kBlockSize);
   // 700 copies of LBA 7, between writes of LBAs rewritten later: ~44 segments that all
