@@ -211,8 +211,8 @@ Status ElasticArray::SealLocked(SegmentId s) {
     }
   }
   seg.rows_to_unmirror.clear();
-  // What only an open segment needs goes with it: an open batch's entries kept up to
-  // 256 × 24 bytes per segment ever opened (~5 bytes per block written) after clear().
+  // What only an open segment needs goes with it: clear() kept an open batch's entries at
+  // up to 256 × 24 bytes per segment ever opened (2 bytes per block in scale-bench).
   std::vector<SummaryEntry>().swap(seg.batch);
   std::vector<uint32_t>().swap(seg.rows_to_unmirror);
   seg.open = false;
