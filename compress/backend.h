@@ -55,6 +55,11 @@ struct StoredBlock {
   std::vector<std::byte> bytes;
 };
 
+// A range of bytes on a device.
+struct ByteExtent {
+  uint64_t offset = 0, length = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -101,6 +106,13 @@ class Backend {
   // by default the covering blocks through Read(), then a copy of the bytes wanted.
   virtual Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out);
   Status Write(Lba lba, std::span<const std::byte> buf);
+  // Advice that these blocks will be read soon: a device may start fetching them into a
+  // cache and return at once, so that reads a caller can name ahead (an open walking every
+  // segment's summaries) wait on the medium together rather than one after another. No
+  // error, and no effect on what reads return; the default does nothing.
+  virtual void Prefetch(std::span<const Lba> blocks) { (void)blocks; }
+  // The same for byte ranges (a drive's flash holds records, not blocks).
+  virtual void PrefetchBytes(std::span<const ByteExtent> extents) { (void)extents; }
   // Read() of one block, and its stored form where the device keeps one (by default it
   // does not: `stored->bytes` comes back empty).
   virtual Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored);

@@ -253,6 +253,21 @@ Status CompressedDrive::DoRead(Lba lba, std::span<std::byte> buf) {
   return Status::Ok();
 }
 
+void CompressedDrive::Prefetch(std::span<const Lba> blocks) {
+  std::vector<ByteExtent> records;
+  records.reserve(blocks.size());
+  {
+    std::lock_guard lock(mu_);
+    for (Lba b : blocks) {
+      if (b.value >= logical_blocks_) continue;
+      const uint64_t loc = map_.Get(b.value);
+      if (loc != kUnmapped && loc != kLostBlock && OnFlashLocked(loc))
+        records.push_back({LocOffset(loc), LocLength(loc)});
+    }
+  }
+  flash_.PrefetchBytes(records);
+}
+
 Status CompressedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
   stored->bytes.clear();
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, out.size()));

@@ -185,6 +185,8 @@ class CompressedDrive final : public Backend {
   Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) override;
   Status WriteStored(Lba lba, std::span<const std::byte> data,
                      std::span<const StoredBlock> stored) override;
+  // The records of the blocks, on their flash (records in erase-unit buffers need none).
+  void Prefetch(std::span<const Lba> blocks) override;
   size_t Poll(bool wait) override;
   size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;

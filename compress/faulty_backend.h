@@ -97,6 +97,7 @@ class FaultyBackend final : public Backend {
   size_t Poll(bool wait) override;
   size_t in_flight() const override;
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
+  void Prefetch(std::span<const Lba> blocks) override { inner_.Prefetch(blocks); }
   std::optional<RangeUsage> Usage(Lba lba, uint64_t count_blocks) const override {
     return inner_.Usage(lba, count_blocks);
   }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -305,6 +306,7 @@ struct ThreadRing {
 Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
   if (map_ != nullptr && buf.size() < kRingReadMinBytes &&
+      map_reads_.load(std::memory_order_relaxed) &&
       GuardedCopy(buf.data(), map_ + BlocksToBytes(lba.value), buf.size()))
     return Status::Ok();
   return RingRead(lba, buf);
@@ -312,12 +314,54 @@ Status FileBackend::Read(Lba lba, std::span<std::byte> buf) {
 
 Status FileBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   if (map_ != nullptr && out.size() < kRingReadMinBytes &&
+      map_reads_.load(std::memory_order_relaxed) &&
       offset_bytes <= BlocksToBytes(capacity_blocks_) &&
       out.size() <= BlocksToBytes(capacity_blocks_) - offset_bytes &&
       GuardedCopy(out.data(), map_ + offset_bytes, out.size())) {
     return Status::Ok();
   }
   return Backend::ReadBytes(offset_bytes, out);  // checks the extent, reads through the ring
+}
+
+void FileBackend::Prefetch(std::span<const Lba> blocks) {
+  std::vector<ByteExtent> extents;
+  extents.reserve(blocks.size());
+  for (Lba b : blocks) extents.push_back({BlocksToBytes(b.value), kBlockSize});
+  PrefetchBytes(extents);
+}
+
+void FileBackend::PrefetchBytes(std::span<const ByteExtent> extents) {
+  if (extents.empty() || !buffered_) return;  // O_DIRECT: no page cache to fill
+  // The byte each read lands in: never looked at, shared by every prefetch (a ring torn
+  // down with reads in flight lets them finish, so it must outlive any call).
+  static std::byte sink[64];
+  constexpr unsigned kDepth = 256;
+  io_uring ring;
+  if (io_uring_queue_init(kDepth, &ring, 0) != 0) return;  // advice only
+  const uint64_t end = BlocksToBytes(capacity_blocks_);
+  unsigned queued = 0;
+  auto submit = [&] {
+    (void)io_uring_submit(&ring);
+    queued = 0;
+    io_uring_cqe* cqes[kDepth];  // completions are not waited for, only cleared
+    io_uring_cq_advance(&ring, io_uring_peek_batch_cqe(&ring, cqes, kDepth));
+  };
+  for (const ByteExtent& e : extents) {
+    if (e.offset >= end || e.length == 0) continue;
+    const uint64_t last = std::min(end, e.offset + e.length) - 1;
+    for (uint64_t page = e.offset / kBlockSize; page <= last / kBlockSize; ++page) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (sqe == nullptr) {
+        submit();
+        sqe = io_uring_get_sqe(&ring);
+      }
+      io_uring_prep_read(sqe, fd_, sink, 1, page * kBlockSize);
+      sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+      ++queued;
+    }
+  }
+  if (queued > 0) submit();
+  io_uring_queue_exit(&ring);
 }
 
 Status FileBackend::RingRead(Lba lba, std::span<std::byte> buf) {
