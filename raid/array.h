@@ -282,7 +282,14 @@ class ElasticArray {
   // The same, durable on return.
   Status CheckpointBitmapLocked();
   Status RecoverLocked();
-  Status RecoverSegmentLocked(uint32_t s);
+  // Open's walk of every segment's chain of summaries (see array_metadata.cc). A walk is
+  // one segment's: `positions` bounds its chain, `pos` is where its next summary must be.
+  struct ChainWalk {
+    uint32_t segment = 0, positions = 0, pos = 0;
+  };
+  Status RecoverSegmentsLocked();
+  // Reads and adopts the summary at w->pos; false where the chain ends.
+  bool StepChainLocked(ChainWalk* w);
   Status FlushLocked();
   // What every flush does first, under the lock: closes open batches, mirrors partial
   // rows into slot-2, and queues the slot-2 trims of rows whose parity now exists.

@@ -146,6 +146,11 @@ class ElasticArray::Io {
     return s.ok();
   }
 
+  // Advice to the device that these blocks are read next (Backend::Prefetch).
+  void Prefetch(uint32_t d, std::span<const Lba> blocks) {
+    if (state(d) != DeviceState::kFailed) devices_[d]->Prefetch(blocks);
+  }
+
   // Writes to devices that are down are skipped: the array goes on degraded.
   // (Completions may run on another thread that polls the same device, a Flush() or a
   // conversion holding the lock shared: the count is atomic.)

@@ -317,79 +317,116 @@ Status ElasticArray::RecoverLocked() {
     io_->FlushAll();
   }
   for (uint32_t s = 0; s < nseg; ++s) segments_[s]->entry = best[s];
-  for (uint32_t s = 0; s < nseg; ++s) {
-    ERAID_RETURN_IF_ERROR(RecoverSegmentLocked(s));
-    TrimCrcCacheLocked(s);  // recovery reads every segment's CRCs with its summaries
-  }
+  ERAID_RETURN_IF_ERROR(RecoverSegmentsLocked());
   // Fold the replayed journal into a checkpoint, and record any device that failed here.
   ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
   if (io_->take_failures_changed()) ERAID_RETURN_IF_ERROR(WriteSuperblocksLocked());
   return Status::Ok();
 }
 
-Status ElasticArray::RecoverSegmentLocked(uint32_t index) {
-  Segment& seg = *segments_[index];
-  seg.Reset();
-  if (seg.entry.scheme == SegmentScheme::kFree) return Status::Ok();
-  const SegmentId s(index);
-  // A sealed segment's journalled frontier bounds its chain: bytes beyond it (a torn
-  // batch that recovery once cut off) must never be adopted later.
-  const auto positions =
-      seg.entry.sealed ? seg.entry.frontier : static_cast<uint32_t>(geometry_.segment_positions());
-  // Exact: grown by doubling they kept up to twice the room (per-position state is most
-  // of the array's RAM).
-  seg.crc.reserve(positions);
-  CountCrcLocked(seg);
-  seg.is_summary.reserve(positions);
-  seg.recovered_tags.reserve(positions);
-  std::vector<std::byte> block(kBlockSize);
-  uint32_t pos = 0;
-  while (pos < positions) {
-    Summary summary;
-    auto is_summary = [&](std::span<const std::byte> b) {
-      auto d = DecodeSummary(b);
-      if (!d.ok() || d->segment != index || d->generation != seg.entry.generation ||
-          d->position != pos)
-        return false;
-      summary = std::move(d).value();
-      return true;
-    };
-    // The chain ends where no summary of this generation is found: not a loss.
-    if (!ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok()) break;
-    const auto k = static_cast<uint32_t>(summary.entries.size());
-    if (pos + 1 + k > positions) break;
-    bool whole = true;
-    if (!seg.entry.sealed) {  // a batch after the last flush may be torn: check its data
-      std::vector<std::byte> data(kBlockSize);
-      for (uint32_t i = 0; i < k && whole; ++i) {
-        uint32_t want = summary.entries[i].crc;
-        whole = ReadVerifiedLocked(
-                    s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; },
-                    ReadMode::kNoRepair)
-                    .ok();
-      }
+// Every segment's chain of summaries is walked at once, in waves: each wave reads the next
+// summary of every chain not yet ended, and names all of them to the devices first
+// (Prefetch). A chain is serial (where a summary is follows from the one before), but the
+// chains are independent: an open then waits on the drives' media once per wave, with a
+// wave's reads in flight together, rather than once per summary — which after a cold
+// start (nothing in the page cache) was most of its time.
+Status ElasticArray::RecoverSegmentsLocked() {
+  std::vector<ChainWalk> walks;
+  for (uint32_t index = 0; index < segments_.size(); ++index) {
+    Segment& seg = *segments_[index];
+    seg.Reset();
+    if (seg.entry.scheme == SegmentScheme::kFree) continue;
+    // A sealed segment's journalled frontier bounds its chain: bytes beyond it (a torn
+    // batch that recovery once cut off) must never be adopted later.
+    const auto positions = seg.entry.sealed ? seg.entry.frontier
+                                            : static_cast<uint32_t>(geometry_.segment_positions());
+    // Exact: grown by doubling they kept up to twice the room (per-position state is most
+    // of the array's RAM). A sealed segment's CRCs are kept while the CRC cache has room
+    // (the others load on their first use); an open one's are needed to finish it.
+    if (!seg.entry.sealed || crc_cache_limit_ == 0 ||
+        crc_bytes_ + uint64_t{positions} * sizeof(uint32_t) <= crc_cache_limit_) {
+      seg.crc.reserve(positions);
+      CountCrcLocked(seg);
     }
-    if (!whole) break;
-    seg.crc.push_back(Crc32c(block));
-    seg.recovered_tags.emplace_back(0, 0);
-    seg.is_summary.push_back(true);
-    ++seg.summaries;
-    for (const SummaryEntry& e : summary.entries) {
-      seg.crc.push_back(e.crc);
-      seg.recovered_tags.emplace_back(e.tag_lba, e.tag_time);
-      seg.is_summary.push_back(false);
+    seg.is_summary.reserve(positions);
+    seg.recovered_tags.reserve(positions);
+    walks.push_back({index, positions, 0});
+  }
+  while (!walks.empty()) {
+    std::vector<std::vector<Lba>> next(io_->count());
+    for (const ChainWalk& w : walks) {
+      if (w.pos >= w.positions) continue;  // its bound: the step below ends it unread
+      const Place p = geometry_.Primary(SegmentId(w.segment), w.pos);
+      next[p.device].push_back(Lba(p.lba));
     }
-    pos += 1 + k;
+    for (uint32_t d = 0; d < io_->count(); ++d) io_->Prefetch(d, next[d]);
+    size_t going = 0;
+    for (ChainWalk& w : walks) {
+      if (StepChainLocked(&w)) walks[going++] = w;
+    }
+    walks.resize(going);
   }
-  seg.frontier = pos;
-  // The chain broke before the frontier the journal knows (a sealed segment's, or the one
-  // a clean shutdown recorded for an open segment): what followed is unknown.
-  if (pos < seg.entry.frontier) {
-    ++stats_.data_loss;
-    seg.summaries_lost = true;
+  for (uint32_t index = 0; index < segments_.size(); ++index) {
+    Segment& seg = *segments_[index];
+    if (seg.entry.scheme == SegmentScheme::kFree) continue;
+    // The chain broke before the frontier the journal knows (a sealed segment's, or the
+    // one a clean shutdown recorded for an open segment): what followed is unknown.
+    if (seg.frontier < seg.entry.frontier) {
+      ++stats_.data_loss;
+      seg.summaries_lost = true;
+    }
+    if (!seg.entry.sealed) ERAID_RETURN_IF_ERROR(FinishRecoveredSegmentLocked(SegmentId(index)));
   }
-  if (!seg.entry.sealed) return FinishRecoveredSegmentLocked(s);
+  TrimCrcCacheLocked();
   return Status::Ok();
+}
+
+bool ElasticArray::StepChainLocked(ChainWalk* w) {
+  Segment& seg = *segments_[w->segment];
+  const SegmentId s(w->segment);
+  const uint32_t pos = w->pos;
+  Summary summary;
+  auto is_summary = [&](std::span<const std::byte> b) {
+    auto d = DecodeSummary(b);
+    if (!d.ok() || d->segment != w->segment || d->generation != seg.entry.generation ||
+        d->position != pos)
+      return false;
+    summary = std::move(d).value();
+    return true;
+  };
+  std::vector<std::byte> block(kBlockSize);
+  // The chain ends where no summary of this generation is found: not a loss.
+  bool going =
+      pos < w->positions && ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok();
+  const auto k = static_cast<uint32_t>(summary.entries.size());
+  going = going && pos + 1 + k <= w->positions;
+  if (going && !seg.entry.sealed) {  // a batch after the last flush may be torn: check its data
+    std::vector<std::byte> data(kBlockSize);
+    for (uint32_t i = 0; i < k && going; ++i) {
+      const uint32_t want = summary.entries[i].crc;
+      going =
+          ReadVerifiedLocked(
+              s, pos + 1 + i, data, [&](auto b) { return Crc32c(b) == want; }, ReadMode::kNoRepair)
+              .ok();
+    }
+  }
+  if (!going) {
+    seg.frontier = pos;
+    return false;
+  }
+  const bool keep_crc = seg.crc.capacity() != 0;
+  if (keep_crc) seg.crc.push_back(Crc32c(block));
+  seg.recovered_tags.emplace_back(0, 0);
+  seg.is_summary.push_back(true);
+  ++seg.summaries;
+  for (const SummaryEntry& e : summary.entries) {
+    if (keep_crc) seg.crc.push_back(e.crc);
+    seg.recovered_tags.emplace_back(e.tag_lba, e.tag_time);
+    seg.is_summary.push_back(false);
+  }
+  w->pos = pos + 1 + k;
+  seg.frontier = w->pos;
+  return true;
 }
 
 // A segment that was open at the crash: rewrite its rows from the verified blocks (zeros

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/crc32c.h"
@@ -575,6 +576,101 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
   rig.array->TakeRecoveredBlocks([&](SegmentId, uint32_t, uint64_t, uint64_t) { ++blocks; });
   EXPECT_EQ(blocks, 0u) << "handed over once, then forgotten";
   EXPECT_TRUE(rig.array->CheckInvariants().ok());
+}
+
+// Open walks every segment's chain of summaries at once, a wave at a time, and names each
+// wave's reads to the devices before it makes them (Backend::Prefetch): a cold open then
+// waits on the media once per wave, not once per summary.
+TEST(ArrayTest, OpenNamesEachWaveOfSummaryReadsToTheDevicesFirst) {
+  // Forwards to a memory device, and logs each read and each block named in a prefetch.
+  struct Recorder final : Backend {
+    MemBackend inner;
+    bool on = false;
+    std::set<uint64_t> named;    // blocks named in a prefetch so far
+    uint64_t calls = 0;          // prefetch calls that named any block
+    uint64_t unnamed_reads = 0;  // reads of segment blocks no prefetch named before
+    uint64_t segment_start = 0;  // reads below are superblocks, bitmap and journal
+    explicit Recorder(uint64_t blocks) : inner(blocks) {}
+    uint64_t capacity_blocks() const override { return inner.capacity_blocks(); }
+    uint32_t queue_depth() const override { return inner.queue_depth(); }
+    std::string name() const override { return "recorder"; }
+    void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override {
+      Note(lba);
+      inner.SubmitRead(lba, buf, std::move(done));
+    }
+    void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override {
+      inner.SubmitWrite(lba, buf, std::move(done));
+    }
+    void SubmitTrim(Lba lba, uint64_t n, IoCallback done) override {
+      inner.SubmitTrim(lba, n, std::move(done));
+    }
+    void SubmitFlush(IoCallback done) override { inner.SubmitFlush(std::move(done)); }
+    size_t Poll(bool wait) override { return inner.Poll(wait); }
+    size_t in_flight() const override { return inner.in_flight(); }
+    Status Read(Lba lba, std::span<std::byte> buf) override {
+      Note(lba);
+      return inner.Read(lba, buf);
+    }
+    void Prefetch(std::span<const Lba> blocks) override {
+      if (!on || blocks.empty()) return;
+      ++calls;
+      for (Lba b : blocks) named.insert(b.value);
+    }
+    void Note(Lba lba) {
+      if (on && lba.value >= segment_start && !named.count(lba.value)) ++unnamed_reads;
+    }
+  };
+  constexpr uint32_t kDevices = 4;
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<Backend*> devs;
+  for (uint32_t d = 0; d < kDevices; ++d) {
+    recorders.push_back(std::make_unique<Recorder>(8192));
+    devs.push_back(recorders.back().get());
+  }
+  auto array = MakeArray(devs, 4, 4);
+  ASSERT_NE(array, nullptr);
+  // Segment k holds 2k+1 batches of one block each (a flush closes a batch): chains of
+  // 1, 3, ..., 11 summaries, 36 in all.
+  std::map<std::pair<uint32_t, uint32_t>, Block> model;
+  std::mt19937_64 rng(7);
+  constexpr uint32_t kSegments = 6, kLongest = 2 * kSegments - 1;
+  for (uint32_t k = 0; k < kSegments; ++k) {
+    const SegmentId s = array->AllocateSegment(SegmentScheme::kRaid5).value();
+    for (uint32_t b = 0; b < 2 * k + 1; ++b) {
+      Block block(kBlockSize);
+      FillBlockWithCompressibility(block, 50, rng);
+      auto pos = array->Append(s, block, s.value * 1000ull + b, b);
+      ASSERT_TRUE(pos.ok()) << pos.status().ToString();
+      model[{s.value, *pos}] = block;
+      ASSERT_TRUE(array->Flush().ok());
+    }
+    ASSERT_TRUE(array->Seal(s).ok());
+  }
+  ASSERT_TRUE(array->Flush().ok());
+  const uint64_t segment_start = array->geometry().SegmentStart(SegmentId(0));
+  array.reset();
+  for (auto& r : recorders) {
+    r->on = true;
+    r->segment_start = segment_start;
+  }
+  auto opened = ElasticArray::Open(devs);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  array = std::move(opened).value();
+  for (auto& r : recorders) r->on = false;
+  uint64_t named = 0;
+  for (uint32_t d = 0; d < kDevices; ++d) {
+    const Recorder& r = *recorders[d];
+    EXPECT_EQ(r.unnamed_reads, 0u) << "device " << d << " read summaries no prefetch named first";
+    EXPECT_LE(r.calls, kLongest) << "device " << d << ": one prefetch per wave at most";
+    named += r.named.size();
+  }
+  EXPECT_GE(named, 36u) << "every summary of every chain was named";
+  ASSERT_TRUE(array->CheckInvariants().ok());
+  Block back(kBlockSize);
+  for (const auto& [key, data] : model) {
+    ASSERT_TRUE(array->Read(SegmentId(key.first), key.second, back).ok());
+    EXPECT_EQ(back, data) << "segment " << key.first << " position " << key.second;
+  }
 }
 
 TEST(ArrayTest, CompressionRatiosFromTheDrives) {
