@@ -197,19 +197,27 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   std::map<uint32_t, uint32_t> classes;
   std::vector<uint32_t> frontiers(array.geometry().segments);
   for (uint32_t i = 0; i < frontiers.size(); ++i)
-    frontiers[i] = array.segment_info(SegmentId(i)).frontier;
+    frontiers[i] = array.segment_info(SegmentId(i), /*usage=*/false).frontier;
+  // A segment's blocks come one after another: its list is looked up once, not per block.
+  uint32_t current = UINT32_MAX;
+  std::vector<LogEngine::RecoveredBlock>* blocks = nullptr;
+  uint32_t* cls = nullptr;
   array.TakeRecoveredBlocks([&](SegmentId s, uint32_t pos, uint64_t lba, uint64_t tag) {
-    std::vector<LogEngine::RecoveredBlock>& blocks = found[s.value];
-    if (blocks.empty()) blocks.reserve(frontiers[s.value]);  // at most; not twice by doubling
-    blocks.push_back({lba, tag & kTimeMask, pos});
-    classes[s.value] = static_cast<uint32_t>(tag >> kClassShift);
+    if (s.value != current) {
+      current = s.value;
+      blocks = &found[s.value];
+      cls = &classes[s.value];
+      if (blocks->empty()) blocks->reserve(frontiers[s.value]);  // at most; not twice by doubling
+    }
+    blocks->push_back({lba, tag & kTimeMask, pos});
+    *cls = static_cast<uint32_t>(tag >> kClassShift);
   });
   const EngineOptions eo = v->EngineOptionsFor(array);
   // Blocks that recovery could not account for would surface as older versions of their
   // LBAs: never silently (a CRC mismatch is never returned, DESIGN.md invariant 4; nor
   // is a stale version whose successor a damaged summary hid).
   for (uint32_t i = 0; i < array.geometry().segments && !options.salvage; ++i) {
-    const SegmentInfo info = array.segment_info(SegmentId(i));
+    const SegmentInfo info = array.segment_info(SegmentId(i), /*usage=*/false);
     if (info.summaries_lost) {
       return Status::DataLoss(
           "segment " + std::to_string(i) +
@@ -221,7 +229,8 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   }
   // Segments with no data blocks (opened, never written) are simply freed.
   for (uint32_t i = 0; i < array.geometry().segments; ++i) {
-    if (array.segment_info(SegmentId(i)).scheme != SegmentScheme::kFree && !found.count(i)) {
+    if (array.segment_info(SegmentId(i), /*usage=*/false).scheme != SegmentScheme::kFree &&
+        !found.count(i)) {
       ERAID_RETURN_IF_ERROR(array.Free(SegmentId(i)));
     }
   }
