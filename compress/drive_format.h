@@ -45,6 +45,10 @@ inline constexpr uint32_t kRecordMagic = 0x43455245u;                // "EREC"
 inline constexpr uint32_t kRecordHeaderBytes = 32;
 inline constexpr uint32_t kMaxRecordBytes = kRecordHeaderBytes + kMaxCompressedBlockBytes;
 inline constexpr uint32_t kCheckpointEuEntryBytes = 16;
+// A checkpoint EU entry's flags byte (offset 12). Sealed: the EU takes no more records in
+// this incarnation, so a crash recovery has nothing to scan past its write pointer. (Older
+// drives wrote 1 for every used EU: their EUs are scanned past it, as they always were.)
+inline constexpr uint8_t kCkptEuUsed = 1, kCkptEuSealed = 2;
 inline constexpr uint32_t kCheckpointHeaderBytes = 68;
 static_assert(kCheckpointHeaderBytes <= kBlockSize);
 

@@ -492,7 +492,8 @@ void CompressedDrive::SnapshotCheckpointLocked(CheckpointHeader* header,
     bool used = eu.state != Eu::State::kFree;
     PutLe64(p, used ? eu.gen : 0);
     PutLe32(p + 8, used ? eu.write_ptr : 0);
-    p[12] = static_cast<std::byte>(used);
+    p[12] = static_cast<std::byte>(
+        used ? kCkptEuUsed | (eu.state == Eu::State::kSealed ? kCkptEuSealed : 0) : 0);
     p += kCheckpointEuEntryBytes;
   }
   ERAID_CHECK(static_cast<uint64_t>(p - start) == payload);

@@ -66,11 +66,12 @@ Status CompressedDrive::RecoverLocked() {
   struct CkptEu {
     uint64_t gen;
     uint32_t write_ptr;
-    bool used;
+    bool used, sealed;
   };
   std::vector<CkptEu> ckpt_eus(num_eus_);
   for (auto& e : ckpt_eus) {
-    e = {GetLe64(p), GetLe32(p + 8), std::to_integer<uint8_t>(p[12]) != 0};
+    const auto flags = std::to_integer<uint8_t>(p[12]);
+    e = {GetLe64(p), GetLe32(p + 8), flags != 0, (flags & kCkptEuSealed) != 0};
     p += kCheckpointEuEntryBytes;
   }
   const uint64_t ckpt_seq = best_header.ckpt_seq;
@@ -90,6 +91,23 @@ Status CompressedDrive::RecoverLocked() {
   std::vector<Found> found;
   std::vector<std::byte> buf(eu_bytes_);
   free_eus_.clear();
+  if (!clean) {
+    // Every page the scan below may read, named at once (Backend::PrefetchBytes): each
+    // erase unit's header page, and past what the checkpoint covers of those in use. The
+    // scan's reads then find them in the cache rather than each waiting on the medium.
+    std::vector<ByteExtent> pages;
+    pages.reserve(num_eus_);
+    for (uint32_t i = 0; i < num_eus_; ++i) {
+      const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
+      const uint64_t from = ckpt_eus[i].used && !ckpt_eus[i].sealed
+                                ? ckpt_eus[i].write_ptr / kBlockSize * kBlockSize
+                                : 0;
+      pages.push_back({eu_offset, kBlockSize});
+      if (from >= kBlockSize && from < eu_bytes_)
+        pages.push_back({eu_offset + from, eu_bytes_ - from});
+    }
+    flash_.PrefetchBytes(pages);
+  }
   for (uint32_t i = 0; i < num_eus_; ++i) {
     eus_[i] = Eu{};
     if (clean) {
@@ -109,6 +127,13 @@ Status CompressedDrive::RecoverLocked() {
     auto head = DecodeRecord(std::span(buf).first(kBlockSize), /*check_crc=*/true);
     bool valid = head.ok() && head->type == RecordType::kEuHeader && head->lba == i;
     uint32_t start = 0;
+    if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen && ckpt_eus[i].sealed) {
+      // Same incarnation, sealed before the checkpoint: nothing can follow its write
+      // pointer (sealed EUs were most of a crash recovery's reads: ~1 GB per 4 GiB drive).
+      eus_[i] = Eu{Eu::State::kSealed, 0, head->seq, ckpt_eus[i].write_ptr, 0, 0};
+      max_seq = std::max(max_seq, head->seq);
+      continue;
+    }
     if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen) {
       start = ckpt_eus[i].write_ptr;  // same incarnation: only what follows the checkpoint
     } else if (valid && head->seq > ckpt_seq) {
