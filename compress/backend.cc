@@ -59,6 +59,15 @@ Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   std::memcpy(out.data(), pages.data() + offset_bytes % kBlockSize, out.size());
   return Status::Ok();
 }
+void Backend::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                       std::span<Status> results) {
+  for (size_t i = 0; i < blocks.size(); ++i)
+    results[i] = Read(blocks[i], out.subspan(BlocksToBytes(i), kBlockSize));
+}
+void Backend::ReadBytesMany(std::span<const ByteExtent> extents,
+                            std::span<const std::span<std::byte>> out, std::span<Status> results) {
+  for (size_t i = 0; i < extents.size(); ++i) results[i] = ReadBytes(extents[i].offset, out[i]);
+}
 Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
   return RunSync(*this, [&](IoCallback cb) { SubmitWrite(lba, buf, std::move(cb)); });
 }

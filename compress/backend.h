@@ -113,6 +113,14 @@ class Backend {
   virtual void Prefetch(std::span<const Lba> blocks) { (void)blocks; }
   // The same for byte ranges (a drive's flash holds records, not blocks).
   virtual void PrefetchBytes(std::span<const ByteExtent> extents) { (void)extents; }
+  // Many reads at once: block `blocks[i]` into the i-th 4 KiB of `out`, its outcome in
+  // `results[i]`. A device that can keeps them all in flight together (a file: on one
+  // ring); the default reads them one after another.
+  virtual void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                        std::span<Status> results);
+  // The same for byte ranges: extents[i] into out[i] (extents[i].length bytes).
+  virtual void ReadBytesMany(std::span<const ByteExtent> extents,
+                             std::span<const std::span<std::byte>> out, std::span<Status> results);
   // Read() of one block, and its stored form where the device keeps one (by default it
   // does not: `stored->bytes` comes back empty).
   virtual Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored);

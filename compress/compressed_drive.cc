@@ -351,24 +351,89 @@ Status CompressedDrive::ReadBlock(uint64_t block, std::byte* out, StoredBlock* k
       if (erasures_.load(std::memory_order_acquire) != erasures) continue;
       ERAID_RETURN_IF_ERROR(s);
     }
-    auto h = DecodeRecord(record, /*check_crc=*/true);
-    Status s = h.ok() ? Status::Ok() : h.status();
-    if (s.ok() && (h->type != RecordType::kData || h->lba != block)) {
-      s = Status::Corruption("record belongs to another lba");
+    return DecodeBlockRecord(block, record, out, keep);
+  }
+}
+
+Status CompressedDrive::DecodeBlockRecord(uint64_t block, std::span<const std::byte> record,
+                                          std::byte* out, StoredBlock* keep) {
+  auto h = DecodeRecord(record, /*check_crc=*/true);
+  Status s = h.ok() ? Status::Ok() : h.status();
+  if (s.ok() && (h->type != RecordType::kData || h->lba != block)) {
+    s = Status::Corruption("record belongs to another lba");
+  }
+  const auto payload = record.subspan(kRecordHeaderBytes, s.ok() ? h->payload_bytes : 0);
+  if (s.ok()) s = DecompressBlock(h->codec, payload, out);
+  if (s.ok() && keep) {
+    keep->codec = h->codec;
+    keep->bytes.assign(payload.begin(), payload.end());
+  }
+  if (!s.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.corrupt_reads;
+    return s.WithContext("read lba " + std::to_string(block));
+  }
+  return Status::Ok();
+}
+
+void CompressedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                               std::span<Status> results) {
+  auto block_out = [&](size_t i) { return out.subspan(BlocksToBytes(i), kBlockSize); };
+  if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
+    Backend::ReadMany(blocks, out, results);  // the cache's hits first: as Read() does
+    return;
+  }
+  // As in ReadBlock: the records are found under the lock and read without it; if an
+  // erase went by meanwhile, each is read again the careful way.
+  std::vector<size_t> which;
+  std::vector<ByteExtent> extents;
+  uint64_t erasures = 0;
+  {
+    std::lock_guard lock(mu_);
+    erasures = erasures_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      results[i] = CheckExtent(blocks[i], kBlockSize);
+      if (!results[i].ok()) continue;
+      const uint64_t loc = map_.Get(blocks[i].value);
+      if (loc == kUnmapped) {
+        std::memset(block_out(i).data(), 0, kBlockSize);
+      } else if (loc == kLostBlock || !OnFlashLocked(loc)) {
+        which.push_back(i);  // ReadBlock below: its message, its count, its buffer copy
+        extents.push_back({0, 0});
+      } else {
+        which.push_back(i);
+        extents.push_back({LocOffset(loc), LocLength(loc)});
+      }
     }
-    const auto payload =
-        std::span(record).subspan(kRecordHeaderBytes, s.ok() ? h->payload_bytes : 0);
-    if (s.ok()) s = DecompressBlock(h->codec, payload, out);
-    if (s.ok() && keep) {
-      keep->codec = h->codec;
-      keep->bytes.assign(payload.begin(), payload.end());
+  }
+  std::vector<std::byte> records;
+  uint64_t total = 0;
+  for (const ByteExtent& e : extents) total += e.length;
+  records.resize(total);
+  std::vector<std::span<std::byte>> bufs;
+  std::vector<ByteExtent> reads;
+  std::vector<size_t> read_of(extents.size(), SIZE_MAX);
+  uint64_t at = 0;
+  for (size_t k = 0; k < extents.size(); ++k) {
+    if (extents[k].length == 0) continue;
+    read_of[k] = reads.size();
+    reads.push_back(extents[k]);
+    bufs.emplace_back(records.data() + at, extents[k].length);
+    at += extents[k].length;
+  }
+  std::vector<Status> got(reads.size());
+  flash_.ReadBytesMany(reads, bufs, got);
+  const bool erased = erasures_.load(std::memory_order_acquire) != erasures;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
+    const size_t r = read_of[k];
+    if (r == SIZE_MAX || erased || !got[r].ok()) {
+      results[i] = r != SIZE_MAX && !erased && got[r].code() == StatusCode::kIoError
+                       ? got[r]
+                       : ReadBlock(blocks[i].value, block_out(i).data());
+      continue;
     }
-    if (!s.ok()) {
-      std::lock_guard lock(mu_);
-      ++stats_.corrupt_reads;
-      return s.WithContext("read lba " + std::to_string(block));
-    }
-    return Status::Ok();
+    results[i] = DecodeBlockRecord(blocks[i].value, bufs[r], block_out(i).data(), nullptr);
   }
 }
 

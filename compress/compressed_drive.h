@@ -187,6 +187,10 @@ class CompressedDrive final : public Backend {
                      std::span<const StoredBlock> stored) override;
   // The records of the blocks, on their flash (records in erase-unit buffers need none).
   void Prefetch(std::span<const Lba> blocks) override;
+  // The records on flash all read at once (ReadBytesMany), then decoded one by one; the
+  // others (in an erase unit's buffer, in the write cache) as Read() would.
+  void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                std::span<Status> results) override;
   size_t Poll(bool wait) override;
   size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;
@@ -223,6 +227,10 @@ class CompressedDrive final : public Backend {
   Status DoRead(Lba lba, std::span<std::byte> buf);
   // `keep`: also the record's codec and payload.
   Status ReadBlock(uint64_t block, std::byte* out, StoredBlock* keep = nullptr);
+  // Block `block` from its record as read: the header's CRC and LBA checked, the payload
+  // decompressed (counted in corrupt_reads if any of it fails).
+  Status DecodeBlockRecord(uint64_t block, std::span<const std::byte> record, std::byte* out,
+                           StoredBlock* keep);
   // `reserved`: the room the write cache holds for this write, released when it returns,
   // after the live bytes its records added are published (see CacheWrite).
   Status DoWrite(Lba lba, std::span<const std::byte> buf, uint64_t reserved = 0);

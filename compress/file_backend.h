@@ -84,6 +84,10 @@ class FileBackend final : public Backend {
   // range and was most of a cold open's time), and left to complete on their own.
   void Prefetch(std::span<const Lba> blocks) override;
   void PrefetchBytes(std::span<const ByteExtent> extents) override;
+  // On a ring of the call's own, up to 256 reads in flight (buffered files; others read
+  // one after another).
+  void ReadBytesMany(std::span<const ByteExtent> extents, std::span<const std::span<std::byte>> out,
+                     std::span<Status> results) override;
   bool mapped() const { return map_ != nullptr; }
   size_t in_flight() const override { return in_flight_.load(std::memory_order_acquire); }
 

@@ -288,8 +288,10 @@ class ElasticArray {
     uint32_t segment = 0, positions = 0, pos = 0;
   };
   Status RecoverSegmentsLocked();
-  // Reads and adopts the summary at w->pos; false where the chain ends.
-  bool StepChainLocked(ChainWalk* w);
+  // Adopts the summary at w->pos, given as read from its primary copy (`first`, if
+  // `first_ok`; else, or if it is not the summary, read again with the other copies);
+  // false where the chain ends.
+  bool StepChainLocked(ChainWalk* w, std::span<const std::byte> first, bool first_ok);
   Status FlushLocked();
   // What every flush does first, under the lock: closes open batches, mirrors partial
   // rows into slot-2, and queues the slot-2 trims of rows whose parity now exists.

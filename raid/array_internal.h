@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -146,9 +147,29 @@ class ElasticArray::Io {
     return s.ok();
   }
 
-  // Advice to the device that these blocks are read next (Backend::Prefetch).
-  void Prefetch(uint32_t d, std::span<const Lba> blocks) {
-    if (state(d) != DeviceState::kFailed) devices_[d]->Prefetch(blocks);
+  // ReadBlock of many blocks of one device at once (Backend::ReadMany); ok[i] as
+  // ReadBlock returns it for blocks[i], read into the i-th 4 KiB of `out`.
+  void ReadBlocks(uint32_t d, std::span<const uint32_t> segments, std::span<const Lba> blocks,
+                  std::span<std::byte> out, std::vector<bool>* ok) {
+    ok->assign(blocks.size(), false);
+    std::vector<size_t> which;
+    std::vector<Lba> lbas;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (!readable(d, segments[i])) continue;
+      which.push_back(i);
+      lbas.push_back(blocks[i]);
+    }
+    if (which.empty()) return;
+    std::vector<std::byte> buf(BlocksToBytes(lbas.size()));
+    std::vector<Status> results(lbas.size());
+    stats_->devices[d].reads += lbas.size();
+    devices_[d]->ReadMany(lbas, buf, results);
+    for (size_t k = 0; k < which.size(); ++k) {
+      Note(d, results[k]);
+      if (!results[k].ok()) continue;
+      (*ok)[which[k]] = true;
+      std::memcpy(out.data() + BlocksToBytes(which[k]), buf.data() + BlocksToBytes(k), kBlockSize);
+    }
   }
 
   // Writes to devices that are down are skipped: the array goes on degraded.

@@ -352,17 +352,45 @@ Status ElasticArray::RecoverSegmentsLocked() {
     seg.recovered_tags.reserve(positions);
     walks.push_back({index, positions, 0});
   }
+  struct DeviceWave {
+    std::vector<size_t> walks;  // indices into `walks`
+    std::vector<uint32_t> segments;
+    std::vector<Lba> blocks;
+    std::vector<std::byte> buf;
+    std::vector<bool> ok;
+  };
+  std::vector<DeviceWave> wave(io_->count());
+  std::vector<std::pair<uint32_t, size_t>> where;  // per walk: device, index in its wave
   while (!walks.empty()) {
-    std::vector<std::vector<Lba>> next(io_->count());
-    for (const ChainWalk& w : walks) {
+    where.assign(walks.size(), {UINT32_MAX, 0});
+    for (DeviceWave& w : wave) {
+      w.walks.clear();
+      w.segments.clear();
+      w.blocks.clear();
+    }
+    for (size_t k = 0; k < walks.size(); ++k) {
+      const ChainWalk& w = walks[k];
       if (w.pos >= w.positions) continue;  // its bound: the step below ends it unread
       const Place p = geometry_.Primary(SegmentId(w.segment), w.pos);
-      next[p.device].push_back(Lba(p.lba));
+      DeviceWave& dw = wave[p.device];
+      where[k] = {p.device, dw.blocks.size()};
+      dw.walks.push_back(k);
+      dw.segments.push_back(w.segment);
+      dw.blocks.push_back(Lba(p.lba));
     }
-    for (uint32_t d = 0; d < io_->count(); ++d) io_->Prefetch(d, next[d]);
+    for (uint32_t d = 0; d < io_->count(); ++d) {
+      DeviceWave& dw = wave[d];
+      dw.buf.resize(BlocksToBytes(dw.blocks.size()));
+      io_->ReadBlocks(d, dw.segments, dw.blocks, dw.buf, &dw.ok);
+    }
     size_t going = 0;
-    for (ChainWalk& w : walks) {
-      if (StepChainLocked(&w)) walks[going++] = w;
+    for (size_t k = 0; k < walks.size(); ++k) {
+      const auto [d, i] = where[k];
+      const bool read = d != UINT32_MAX && wave[d].ok[i];
+      const std::span<const std::byte> first =
+          read ? std::span<const std::byte>(wave[d].buf).subspan(BlocksToBytes(i), kBlockSize)
+               : std::span<const std::byte>();
+      if (StepChainLocked(&walks[k], first, read)) walks[going++] = walks[k];
     }
     walks.resize(going);
   }
@@ -381,7 +409,7 @@ Status ElasticArray::RecoverSegmentsLocked() {
   return Status::Ok();
 }
 
-bool ElasticArray::StepChainLocked(ChainWalk* w) {
+bool ElasticArray::StepChainLocked(ChainWalk* w, std::span<const std::byte> first, bool first_ok) {
   Segment& seg = *segments_[w->segment];
   const SegmentId s(w->segment);
   const uint32_t pos = w->pos;
@@ -396,8 +424,12 @@ bool ElasticArray::StepChainLocked(ChainWalk* w) {
   };
   std::vector<std::byte> block(kBlockSize);
   // The chain ends where no summary of this generation is found: not a loss.
-  bool going =
-      pos < w->positions && ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok();
+  bool going = pos < w->positions;
+  if (going && first_ok && is_summary(first)) {
+    std::memcpy(block.data(), first.data(), kBlockSize);
+  } else {
+    going = going && ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok();
+  }
   const auto k = static_cast<uint32_t>(summary.entries.size());
   going = going && pos + 1 + k <= w->positions;
   if (going && !seg.entry.sealed) {  // a batch after the last flush may be torn: check its data

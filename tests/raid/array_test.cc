@@ -578,24 +578,23 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
   EXPECT_TRUE(rig.array->CheckInvariants().ok());
 }
 
-// Open walks every segment's chain of summaries at once, a wave at a time, and names each
-// wave's reads to the devices before it makes them (Backend::Prefetch): a cold open then
+// Open walks every segment's chain of summaries at once, a wave at a time, and reads each
+// wave's summaries together, one batch per device (Backend::ReadMany): a cold open then
 // waits on the media once per wave, not once per summary.
-TEST(ArrayTest, OpenNamesEachWaveOfSummaryReadsToTheDevicesFirst) {
-  // Forwards to a memory device, and logs each read and each block named in a prefetch.
+TEST(ArrayTest, OpenReadsEachWaveOfSummariesInOneBatchPerDevice) {
+  // Forwards to a memory device, and logs each read alone and each batch.
   struct Recorder final : Backend {
     MemBackend inner;
     bool on = false;
-    std::set<uint64_t> named;    // blocks named in a prefetch so far
-    uint64_t calls = 0;          // prefetch calls that named any block
-    uint64_t unnamed_reads = 0;  // reads of segment blocks no prefetch named before
+    std::set<uint64_t> batched;  // blocks read in a batch
+    uint64_t calls = 0;          // batches
+    uint64_t single_reads = 0;   // reads of segment blocks alone
     uint64_t segment_start = 0;  // reads below are superblocks, bitmap and journal
     explicit Recorder(uint64_t blocks) : inner(blocks) {}
     uint64_t capacity_blocks() const override { return inner.capacity_blocks(); }
     uint32_t queue_depth() const override { return inner.queue_depth(); }
     std::string name() const override { return "recorder"; }
     void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override {
-      Note(lba);
       inner.SubmitRead(lba, buf, std::move(done));
     }
     void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override {
@@ -611,13 +610,16 @@ TEST(ArrayTest, OpenNamesEachWaveOfSummaryReadsToTheDevicesFirst) {
       Note(lba);
       return inner.Read(lba, buf);
     }
-    void Prefetch(std::span<const Lba> blocks) override {
-      if (!on || blocks.empty()) return;
-      ++calls;
-      for (Lba b : blocks) named.insert(b.value);
+    void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                  std::span<Status> results) override {
+      if (on && !blocks.empty()) ++calls;
+      for (Lba b : blocks) {
+        if (on) batched.insert(b.value);
+      }
+      inner.ReadMany(blocks, out, results);
     }
     void Note(Lba lba) {
-      if (on && lba.value >= segment_start && !named.count(lba.value)) ++unnamed_reads;
+      if (on && lba.value >= segment_start) ++single_reads;
     }
   };
   constexpr uint32_t kDevices = 4;
@@ -657,14 +659,14 @@ TEST(ArrayTest, OpenNamesEachWaveOfSummaryReadsToTheDevicesFirst) {
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   array = std::move(opened).value();
   for (auto& r : recorders) r->on = false;
-  uint64_t named = 0;
+  uint64_t batched = 0;
   for (uint32_t d = 0; d < kDevices; ++d) {
     const Recorder& r = *recorders[d];
-    EXPECT_EQ(r.unnamed_reads, 0u) << "device " << d << " read summaries no prefetch named first";
-    EXPECT_LE(r.calls, kLongest) << "device " << d << ": one prefetch per wave at most";
-    named += r.named.size();
+    EXPECT_EQ(r.single_reads, 0u) << "device " << d << " read summaries one by one";
+    EXPECT_LE(r.calls, kLongest) << "device " << d << ": one batch per wave at most";
+    batched += r.batched.size();
   }
-  EXPECT_GE(named, 36u) << "every summary of every chain was named";
+  EXPECT_EQ(batched, 36u) << "every summary of every chain, in a batch";
   ASSERT_TRUE(array->CheckInvariants().ok());
   Block back(kBlockSize);
   for (const auto& [key, data] : model) {
