@@ -207,6 +207,9 @@ class CompressedDrive final : public Backend {
   Status CheckInvariants();
 
   DriveStats stats() const;
+  // Whether Open found the drive not closed cleanly, and so replayed what its last
+  // checkpoint did not cover (a crash recovery: `eraid status` and the server's log say so).
+  bool opened_after_crash() const { return opened_after_crash_; }
   // stats().live_bytes and .usable_bytes without the drive's lock, which a writer may
   // hold across a flash write: the scheduler asks for them in the volume's write path.
   uint64_t live_bytes() const { return live_bytes_.load(std::memory_order_relaxed); }
@@ -393,6 +396,7 @@ class CompressedDrive final : public Backend {
   uint64_t durable_seq_ = 0;  // every record with seq <= this is on flash and flushed
   uint64_t ckpt_count_ = 0;
   bool clean_on_flash_ = false;  // the newest checkpoint on flash is a clean one
+  bool opened_after_crash_ = false;
   uint64_t bytes_since_ckpt_ = 0;
   uint64_t use_clock_ = 0;  // orders FlashAlloc ranges for eviction
   DriveStats stats_;

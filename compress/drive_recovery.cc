@@ -79,6 +79,7 @@ Status CompressedDrive::RecoverLocked() {
   // After a clean close the checkpoint is exact: each EU as it records it, nothing to
   // scan for (one header page per EU was most of an open: 16,384 random reads per 4 GiB).
   const bool clean = (best_header.flags & kCheckpointClean) != 0;
+  opened_after_crash_ = !clean;
 
   // 2. Scan every erase unit for records newer than the checkpoint.
   struct Found {

@@ -265,12 +265,14 @@ TEST(DriveCheckpointTest, ACrashRecoveryReadsNothingPastUnitsSealedBeforeTheChec
   for (uint64_t lba = 0; lba < 12 * 16; ++lba) r.Write(lba);  // a dozen units' worth
   ASSERT_TRUE(r.drive->Close().ok());
   r.Reopen();  // its open writes a checkpoint, not clean, with those units sealed
+  EXPECT_FALSE(r.drive->opened_after_crash()) << "closed cleanly";
   const uint64_t used = sb.num_eus - r.drive->stats().free_eus;
   ASSERT_GE(used, 4u);
   r.drive.reset();  // no close: the next open is a crash recovery
   const uint64_t reads_before = r.flash.stats().reads;
   r.Reopen();
   const uint64_t reads = r.flash.stats().reads - reads_before;
+  EXPECT_TRUE(r.drive->opened_after_crash());
   std::printf("%llu units in use, %llu reads\n", static_cast<unsigned long long>(used),
               static_cast<unsigned long long>(reads));
   // Superblock, two checkpoint headers, a payload; one header page per unit.

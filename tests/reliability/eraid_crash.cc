@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <latch>
 #include <mutex>
@@ -118,6 +119,13 @@ class Harness {
         ::unsetenv("ERAID_CRASH_POINT");
       }
       if (int rc = Serve(); rc != 0) return rc;
+      // The server's log says what the open was: the first after the array was closed
+      // cleanly, every later one a crash recovery (with its time).
+      const std::string opened = LastOpenLine();
+      if ((k == 0) != (opened.find("after a clean stop") != std::string::npos) ||
+          (k > 0) != (opened.find("a crash recovery of 4 drive(s)") != std::string::npos)) {
+        return Fail("round " + std::to_string(k) + ": the log's open line: '" + opened + "'");
+      }
       if (int rc = Verify(k); rc != 0) return rc;
       if (k == o_.kills) break;
       if (int rc = LoadAndKill(k); rc != 0) return rc;
@@ -179,6 +187,13 @@ class Harness {
     if (!pid.ok()) return Fail("restart: " + pid.status().ToString());
     pid_ = *pid;
     return 0;
+  }
+  std::string LastOpenLine() const {
+    std::ifstream in(dir_ + "/serve.log");
+    std::string line, last;
+    while (std::getline(in, line))
+      if (line.rfind("eraid: opened ", 0) == 0) last = line;
+    return last;
   }
   nbd_handle* Connect() {
     nbd_handle* h = nbd_create();

@@ -86,6 +86,7 @@ assert c["opens"] >= 3 and "note" not in c, c
 o = d["open"]
 assert o["seconds"] > 0 and o["drives_seconds"] > 0 and o["array_seconds"] > 0, o
 assert o["drives_seconds"] + o["array_seconds"] + o["log_seconds"] <= o["seconds"] * 1.001 + 1e-5, o
+assert o["crashed_drives"] == 0, o  # stopped cleanly: no crash recovery
 k = d["crc_cache"]
 assert k["loads"] > 10 and k["evictions"] > 10, k
 assert k["bytes"] <= 16384 + 8 * 3072, k  # the bound, and the open segments
@@ -95,7 +96,7 @@ assert m["crc_cache_bytes"] == k["bytes"], m
 # or more (RAID10, or RAID5 with parity) in 6-byte entries.
 assert 4 * 65536 <= m["log_bytes"] < 64 * 65536 and m["array_bytes"] > 0, m
 assert 12 * 65536 <= m["drive_map_bytes"] < 64 * 65536, m'
-grep -q "eraid: opened .* in .* s (drives" "$WORK/array/serve.log" ||
+grep -q "eraid: opened .* in .* s after a clean stop (drives" "$WORK/array/serve.log" ||
   { cat "$WORK/array/serve.log"; echo "nbd_roundtrip: the open time is not in the log"; exit 1; }
 nbdcopy "$URI" "$WORK/out2"
 cmp -n $BYTES "$WORK/img" "$WORK/out2"

@@ -169,7 +169,10 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
        {"open", Json::object({{"seconds", Figure(a.open_times().total_seconds)},
                               {"drives_seconds", Figure(a.open_times().drives_seconds)},
                               {"array_seconds", Figure(a.open_times().array_seconds)},
-                              {"log_seconds", Figure(a.open_times().volume_seconds)}})}});
+                              {"log_seconds", Figure(a.open_times().volume_seconds)},
+                              // Not zero: the open was a crash recovery (these drives
+                              // were not closed cleanly), and its time is the above.
+                              {"crashed_drives", a.open_times().crashed_drives}})}});
   Json vol_json = Json::array();
   std::string vol_text;
   for (const VolumeReport& r : a.volumes().List()) {
@@ -263,9 +266,12 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
        " repaired, " + std::to_string(as.data_loss) + " lost\n";
   const ArrayDir::OpenTimes& ot = a.open_times();
   if (ot.total_seconds > 0) {
-    t += "opened in:   " + Fixed(ot.total_seconds, 2) + " s (drives " +
-         Fixed(ot.drives_seconds, 2) + " s, array " + Fixed(ot.array_seconds, 2) + " s, log " +
-         Fixed(ot.volume_seconds, 2) + " s)\n";
+    t += "opened in:   " + Fixed(ot.total_seconds, 2) + " s" +
+         (ot.crashed_drives ? ", a crash recovery (" + std::to_string(ot.crashed_drives) +
+                                  " drives not closed cleanly)"
+                            : "") +
+         " (drives " + Fixed(ot.drives_seconds, 2) + " s, array " + Fixed(ot.array_seconds, 2) +
+         " s, log " + Fixed(ot.volume_seconds, 2) + " s)\n";
   }
   t += sched_text + "\n" + rebuild_text + "volumes:\n" + vol_text + "devices:\n" + dev_text;
   return {0, t};

@@ -320,6 +320,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   for (uint32_t i = 0; i < devices; ++i)
     devs.push_back(a->drives_[i] ? static_cast<Backend*>(a->drives_[i].get()) : a->files_[i].get());
   a->open_times_.drives_seconds = since(t_open);
+  for (const auto& d : a->drives_)
+    if (d && d->opened_after_crash()) ++a->open_times_.crashed_drives;
   const Clock::time_point t_array = Clock::now();
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
   a->array_->set_row_codec(drive.codec);

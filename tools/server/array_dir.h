@@ -122,6 +122,9 @@ class ArrayDir {
   // and the log (adopting the segments, mapping every LBA). Zero for a created array.
   struct OpenTimes {
     double drives_seconds = 0, array_seconds = 0, volume_seconds = 0, total_seconds = 0;
+    // Drives that were not closed cleanly (a crash recovery, when not zero): they replayed
+    // what their checkpoints did not cover, and the array completed its open segments.
+    uint32_t crashed_drives = 0;
   };
   const OpenTimes& open_times() const { return open_times_; }
 

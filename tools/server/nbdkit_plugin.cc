@@ -98,8 +98,13 @@ int AfterFork() {
   g_array->array().set_crc_cache_bytes(g_crc_cache_bytes);
   // In the server's log (DIR/serve.log when run with --daemon), and in `eraid status`.
   const eraid::ArrayDir::OpenTimes& t = g_array->open_times();
-  std::fprintf(stderr, "eraid: opened %s in %.2f s (drives %.2f s, array %.2f s, log %.2f s)\n",
-               g_dir.c_str(), t.total_seconds, t.drives_seconds, t.array_seconds, t.volume_seconds);
+  std::fprintf(
+      stderr, "eraid: opened %s in %.2f s%s (drives %.2f s, array %.2f s, log %.2f s)\n",
+      g_dir.c_str(), t.total_seconds,
+      t.crashed_drives
+          ? (", a crash recovery of " + std::to_string(t.crashed_drives) + " drive(s)").c_str()
+          : " after a clean stop",
+      t.drives_seconds, t.array_seconds, t.volume_seconds);
   g_array->StartServing();
   g_admin = std::make_unique<eraid::AdminServer>(*g_array, [] { nbdkit_shutdown(); });
   eraid::Status s = g_admin->Start();
