@@ -96,6 +96,12 @@ class DriveMap {
     return r == 0 ? 0 : Expand(pool_[r - 1].Load(lba & (kRunEntries - 1)));
   }
 
+  // Room for `runs` runs without the pool moving (a checkpoint's load knows how many pages
+  // it brings, and so how many runs at most).
+  void Reserve(uint64_t runs) {
+    pool_.reserve(runs);
+    used_.reserve(runs);
+  }
   void Set(uint64_t lba, uint64_t loc) {
     ERAID_CHECK(lba < size_);
     const uint64_t value = Compact(loc);

@@ -200,7 +200,15 @@ Status CompressedDrive::RecoverLocked() {
   next_seq_ = max_seq + 1;
   ckpt_count_ = best_header.ckpt_count;
   ckpt_seq_ = ckpt_seq;
-  // 5. Fold the replay into a fresh checkpoint.
+  // 5. Fold the replay into a fresh checkpoint. After a clean close nothing was replayed:
+  // the clean checkpoint on flash is this state exactly and stays the newest, and the
+  // first record or erase writes one that is not clean first (DirtyLocked), as after a
+  // Close. (Rewritten here, it cost each open a snapshot of the whole map: ~0.1 s and
+  // 10,000 page faults per 4 GiB drive.)
+  if (clean && lost.empty()) {
+    clean_on_flash_ = true;
+    return Status::Ok();
+  }
   return CheckpointLocked();
 }
 
@@ -223,6 +231,13 @@ Status CompressedDrive::LoadCheckpointMapLocked(const CheckpointHeader& h,
   const std::byte* bitmap = payload.data();
   const std::byte* page = bitmap + MapBitmapBytes(logical_blocks_);
   const uint64_t pages = MapPages(logical_blocks_);
+  // Room for every run of the pages present, at once: grown by doubling, the pool was
+  // copied over and over into fresh memory (most of an open's page faults).
+  if (h.payload_bytes >= SparsePayloadBytes(logical_blocks_, 0, num_eus_)) {
+    const uint64_t in_payload =
+        (h.payload_bytes - SparsePayloadBytes(logical_blocks_, 0, num_eus_)) / kMapPageBytes;
+    map_.Reserve(std::min(pages, in_payload) * (DriveMap::kPageEntries / DriveMap::kRunEntries));
+  }
   uint64_t present = 0;
   for (uint64_t k = 0; k < MapBitmapBytes(logical_blocks_) * 8; ++k) {
     if ((std::to_integer<unsigned>(bitmap[k / 8]) >> (k % 8) & 1) == 0) continue;

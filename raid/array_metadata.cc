@@ -422,13 +422,18 @@ bool ElasticArray::StepChainLocked(ChainWalk* w, std::span<const std::byte> firs
     summary = std::move(d).value();
     return true;
   };
-  std::vector<std::byte> block(kBlockSize);
+  // The summary block: the wave's read when it holds one (no copy: 63,000 of them per full
+  // 4 x 4 GiB array), else read here, verified or repaired.
+  std::vector<std::byte> block;
+  std::span<const std::byte> summary_block;
   // The chain ends where no summary of this generation is found: not a loss.
   bool going = pos < w->positions;
   if (going && first_ok && is_summary(first)) {
-    std::memcpy(block.data(), first.data(), kBlockSize);
-  } else {
-    going = going && ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok();
+    summary_block = first;
+  } else if (going) {
+    block.resize(kBlockSize);
+    going = ReadVerifiedLocked(s, pos, block, is_summary, ReadMode::kProbe).ok();
+    summary_block = block;
   }
   const auto k = static_cast<uint32_t>(summary.entries.size());
   going = going && pos + 1 + k <= w->positions;
@@ -447,7 +452,7 @@ bool ElasticArray::StepChainLocked(ChainWalk* w, std::span<const std::byte> firs
     return false;
   }
   const bool keep_crc = seg.crc.capacity() != 0;
-  if (keep_crc) seg.crc.push_back(Crc32c(block));
+  if (keep_crc) seg.crc.push_back(Crc32c(summary_block));
   seg.recovered_tags.emplace_back(0, 0);
   seg.is_summary.push_back(true);
   ++seg.summaries;

@@ -264,8 +264,17 @@ TEST(DriveCheckpointTest, ACrashRecoveryReadsNothingPastUnitsSealedBeforeTheChec
   const df::Superblock sb = r.Super();
   for (uint64_t lba = 0; lba < 12 * 16; ++lba) r.Write(lba);  // a dozen units' worth
   ASSERT_TRUE(r.drive->Close().ok());
-  r.Reopen();  // its open writes a checkpoint, not clean, with those units sealed
+  const uint64_t writes_before = r.flash.stats().writes;
+  r.Reopen();
   EXPECT_FALSE(r.drive->opened_after_crash()) << "closed cleanly";
+  EXPECT_EQ(r.flash.stats().writes, writes_before) << "a clean open writes nothing";
+  r.drive.reset();  // nothing written since: the clean checkpoint still says all
+  r.Reopen();
+  EXPECT_FALSE(r.drive->opened_after_crash()) << "nothing was written after the clean open";
+  // The first record writes a checkpoint, not clean, with those units sealed.
+  r.Write(12 * 16);
+  ASSERT_TRUE(r.drive->Flush().ok());  // durable, so the model holds it after the crash
+  EXPECT_GT(r.flash.stats().writes, writes_before);
   const uint64_t used = sb.num_eus - r.drive->stats().free_eus;
   ASSERT_GE(used, 4u);
   r.drive.reset();  // no close: the next open is a crash recovery

@@ -96,6 +96,10 @@ assert m["crc_cache_bytes"] == k["bytes"], m
 # or more (RAID10, or RAID5 with parity) in 6-byte entries.
 assert 4 * 65536 <= m["log_bytes"] < 64 * 65536 and m["array_bytes"] > 0, m
 assert 12 * 65536 <= m["drive_map_bytes"] < 64 * 65536, m'
+# The server asks for huge pages for its tables (eraid serve sets glibc's tunable).
+PID=$(pgrep -f "nbdkit.*dir=$WORK/array" | head -1)
+tr '\0' '\n' < /proc/$PID/environ | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1' ||
+  { echo "nbd_roundtrip: the server runs without glibc.malloc.hugetlb=1"; exit 1; }
 grep -q "eraid: opened .* in .* s after a clean stop (drives" "$WORK/array/serve.log" ||
   { cat "$WORK/array/serve.log"; echo "nbd_roundtrip: the open time is not in the log"; exit 1; }
 nbdcopy "$URI" "$WORK/out2"

