@@ -114,6 +114,14 @@ class NbdBackend final : public Backend {
   Status Read(Lba lba, std::span<std::byte> buf) override;
   // Exactly the bytes asked for (a record, not the blocks around it).
   Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
+  // Many at once: extents lying close together (a drive's records of one array segment
+  // sit side by side on its flash) are read as one range, and the ranges all go on the
+  // main connection together, so a batch costs a few round trips instead of one per
+  // extent (GC and rebuild read through here).
+  void ReadBytesMany(std::span<const ByteExtent> extents, std::span<const std::span<std::byte>> out,
+                     std::span<Status> results) override;
+  static constexpr uint64_t kCoalesceGapBytes = 16 * 1024;  // read through gaps up to this
+  static constexpr uint64_t kMaxRangeBytes = 1 << 20;       // one range's size at most
 
   // Changes the deadline of requests from now on (and of those in flight: the poller
   // measures each against the current one). 1 ms .. 1 day.

@@ -43,6 +43,73 @@ Status NbdBackend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   return r->status;
 }
 
+void NbdBackend::ReadBytesMany(std::span<const ByteExtent> extents,
+                               std::span<const std::span<std::byte>> out,
+                               std::span<Status> results) {
+  if (extents.size() < 2) return Backend::ReadBytesMany(extents, out, results);
+  const uint64_t end = BlocksToBytes(capacity_blocks_);
+  std::vector<size_t> order;
+  order.reserve(extents.size());
+  for (size_t i = 0; i < extents.size(); ++i) {
+    const ByteExtent& e = extents[i];
+    if (e.length == 0 || e.offset > end || e.length > end - e.offset || out[i].size() != e.length) {
+      results[i] =
+          Status::InvalidArgument(name() + ": read of " + std::to_string(e.length) + " bytes at " +
+                                  std::to_string(e.offset) + " is outside the device");
+      continue;
+    }
+    order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return extents[a].offset < extents[b].offset; });
+  // Ranges: order[first, first + count) read as [offset, offset + length).
+  struct Range {
+    uint64_t offset, length;
+    size_t first, count;
+    std::unique_ptr<std::byte[]> data;
+    std::shared_ptr<Request> r;
+  };
+  std::vector<Range> ranges;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const ByteExtent& e = extents[order[k]];
+    if (!ranges.empty()) {
+      Range& last = ranges.back();
+      const uint64_t last_end = last.offset + last.length;
+      const uint64_t new_end = std::max(last_end, e.offset + e.length);
+      if (e.offset <= last_end + kCoalesceGapBytes && new_end - last.offset <= kMaxRangeBytes) {
+        last.length = new_end - last.offset;
+        ++last.count;
+        continue;
+      }
+    }
+    ranges.push_back({e.offset, e.length, k, 1, nullptr, nullptr});
+  }
+  // All issued before any is waited for (Issue waits only for a free slot, which the
+  // poller frees as answers come).
+  for (Range& g : ranges) {
+    g.data = std::make_unique_for_overwrite<std::byte[]>(g.length);
+    g.r = std::make_shared<Request>();
+    g.r->sync = true;
+    g.r->kind = Kind::kRead;
+    g.r->offset = g.offset;
+    g.r->length = g.length;
+    g.r->buf = std::make_unique_for_overwrite<std::byte[]>(g.length);
+    g.r->out = g.data.get();
+    Issue(g.r);
+  }
+  for (Range& g : ranges) {
+    while (!g.r->finished.load(std::memory_order_acquire))
+      g.r->finished.wait(false, std::memory_order_acquire);
+    for (size_t k = g.first; k < g.first + g.count; ++k) {
+      const size_t i = order[k];
+      results[i] = g.r->status;
+      if (g.r->status.ok())
+        std::memcpy(out[i].data(), g.data.get() + (extents[i].offset - g.offset),
+                    extents[i].length);
+    }
+  }
+}
+
 Status NbdBackend::Read(Lba lba, std::span<std::byte> buf) {
   ERAID_RETURN_IF_ERROR(CheckExtent(lba, buf.size()));
   return ReadBytes(BlocksToBytes(lba.value), buf);

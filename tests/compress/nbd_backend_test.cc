@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -379,6 +380,60 @@ TEST(NbdBackendTest, ReadsGoOnLanesOnlyWhereAFlushCoversTheWrites) {
   EXPECT_EQ(b->link_stats().lane_reads, before + 1);
   EXPECT_GE(Clock::now() - written, std::chrono::milliseconds(NbdBackend::kLaneFlushMs));
   EXPECT_FALSE(b->failed());
+}
+
+// Many byte ranges at once (GC's and rebuild's reads): each comes back exactly, in the
+// caller's order; ranges lying close together go as one request; a range outside the
+// device is refused alone; a failed backend fails them all.
+TEST(NbdBackendTest, ManyByteReadsGoAsFewRequests) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  Nbdkit server({"memory", "16M"});
+  ASSERT_TRUE(server.up());
+  auto b = Connect(server);
+  ASSERT_NE(b, nullptr);
+  const auto data = Pattern(seed, 4 << 20);  // the first 4 MiB
+  for (uint64_t off = 0; off < data.size(); off += 1 << 20) {
+    ASSERT_TRUE(b->Write(Lba(off / kBlockSize), std::span(data).subspan(off, 1 << 20)).ok());
+  }
+  ASSERT_TRUE(b->Flush().ok());
+  std::mt19937_64 rng(seed);
+  std::vector<ByteExtent> extents;
+  // A run of records side by side (one request), then scattered ones, shuffled.
+  for (uint64_t off = 100000, i = 0; i < 40; ++i) {
+    const uint64_t len = 200 + rng() % 3000;
+    extents.push_back({off, len});
+    off += len + rng() % 64;
+  }
+  for (int i = 0; i < 20; ++i) {
+    const uint64_t len = 1 + rng() % 5000;
+    extents.push_back({rng() % (data.size() - len), len});
+  }
+  std::shuffle(extents.begin(), extents.end(), rng);
+  extents.push_back({16 << 20, 10});  // past the end
+  std::vector<std::vector<std::byte>> bufs;
+  std::vector<std::span<std::byte>> out;
+  for (const ByteExtent& e : extents) bufs.emplace_back(e.length);
+  for (auto& v : bufs) out.emplace_back(v);
+  std::vector<Status> results(extents.size());
+  const uint64_t before = b->link_stats().requests;
+  b->ReadBytesMany(extents, out, results);
+  const uint64_t requests = b->link_stats().requests - before;
+  for (size_t i = 0; i + 1 < extents.size(); ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+    ASSERT_EQ(0, std::memcmp(bufs[i].data(), data.data() + extents[i].offset, extents[i].length))
+        << "extent " << i << " at " << extents[i].offset;
+  }
+  EXPECT_EQ(results.back().code(), StatusCode::kInvalidArgument);
+  std::printf("%zu extents in %llu requests\n", extents.size(), (unsigned long long)requests);
+  EXPECT_LE(requests, 21u) << "the run side by side is one request";
+  EXPECT_GE(requests, 2u);
+
+  b->Fail("test");
+  results.assign(extents.size(), Status::Ok());
+  b->ReadBytesMany(std::span(extents).first(5), std::span(out).first(5),
+                   std::span(results).first(5));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(results[i].code(), StatusCode::kIoError);
 }
 
 // A server that does not promise multi-conn, or takes only one connection: every read on
