@@ -370,6 +370,66 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
   return st;
 }
 
+void ElasticArray::ReadMany(SegmentId s, std::span<const uint32_t> positions,
+                            std::span<std::byte> out, std::span<Status> results) {
+  auto block_out = [&](size_t i) { return out.subspan(BlocksToBytes(i), kBlockSize); };
+  std::vector<bool> done(positions.size(), false);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool need_crcs = false;
+    {
+      std::shared_lock lock(mu_);
+      if (s.value >= segments_.size()) break;  // Read below says why
+      const Segment& seg = *segments_[s.value];
+      // Per device: the blocks of the fast path (the primary copy, the device ok).
+      std::vector<std::vector<size_t>> which(geometry_.devices);
+      std::vector<std::vector<Lba>> lbas(geometry_.devices);
+      for (size_t i = 0; i < positions.size(); ++i) {
+        const uint32_t pos = positions[i];
+        if (done[i] || pos >= seg.frontier) continue;
+        if (const std::byte* b = UnwrittenBlockLocked(seg, pos)) {
+          std::memcpy(block_out(i).data(), b, kBlockSize);
+          results[i] = Status::Ok();
+          done[i] = true;
+          continue;
+        }
+        if (pos >= seg.crc.size()) {
+          need_crcs = true;
+          continue;
+        }
+        const Place p = geometry_.Primary(s, pos);
+        if (io_->state(p.device) != DeviceState::kOk) continue;
+        which[p.device].push_back(i);
+        lbas[p.device].push_back(Lba(p.lba));
+      }
+      for (uint32_t d = 0; d < geometry_.devices; ++d) {
+        if (which[d].empty()) continue;
+        std::vector<std::byte> buf(BlocksToBytes(which[d].size()));
+        std::vector<Status> got(which[d].size());
+        io_->device(d)->ReadMany(lbas[d], buf, got);
+        for (size_t k = 0; k < which[d].size(); ++k) {
+          const size_t i = which[d][k];
+          const std::span<const std::byte> b(buf.data() + BlocksToBytes(k), kBlockSize);
+          if (!got[k].ok() || Crc32c(b) != seg.crc[positions[i]]) continue;
+          std::memcpy(block_out(i).data(), b.data(), kBlockSize);
+          results[i] = Status::Ok();
+          done[i] = true;
+          fast_reads_[d].fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      if (!seg.crc_used.load(std::memory_order_relaxed))
+        seg.crc_used.store(true, std::memory_order_relaxed);
+    }
+    if (!need_crcs || attempt > 0) break;
+    // An evicted segment's CRCs, loaded once for the whole batch (not by the first
+    // block's slow read, with the rest then read one by one).
+    std::lock_guard lock(mu_);
+    if (s.value >= segments_.size() || !LoadCrcsLocked(s).ok()) break;
+  }
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (!done[i]) results[i] = Read(s, positions[i], block_out(i));
+  }
+}
+
 // ---------------------------------------------------------------- the CRC cache
 
 void ElasticArray::CountCrcLocked(Segment& seg) {

@@ -190,6 +190,12 @@ class ElasticArray {
   Status Seal(SegmentId s);
   Status Free(SegmentId s);
   Status Read(SegmentId s, uint32_t position, std::span<std::byte> out);
+  // Read of many positions of one segment: positions[i] into the i-th 4 KiB of `out`,
+  // its outcome in results[i]. Each device's share is asked for at once (a remote drive
+  // then needs a few round trips, not one per block); a block the fast path cannot give
+  // (a device down, a CRC mismatch) is read alone, as Read does it.
+  void ReadMany(SegmentId s, std::span<const uint32_t> positions, std::span<std::byte> out,
+                std::span<Status> results);
   // Makes every block appended so far durable.
   Status Flush();
   // A clean shutdown: Flush(), then journal each open segment's frontier, so the next

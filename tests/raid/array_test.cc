@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -324,6 +325,63 @@ TEST(ArrayTest, ACrcCacheOfOneSegmentStillVerifiesEveryBlock) {
   uint64_t written = 0;  // positions: a segment read back holds exactly its frontier's CRCs
   for (SegmentId s : segs) written += rig.array->segment_info(s).frontier;
   EXPECT_GE(rig.array->stats().crc_cache_bytes, written * sizeof(uint32_t));
+}
+
+// ReadMany (GC's read-ahead) gives what Read gives, position by position: sealed
+// segments of both schemes whose CRCs left the cache, an open one (blocks still in RAM),
+// a rotten block (repaired by the block's own slow read), a device failed (degraded),
+// positions in any order and repeated, and a position past the frontier refused alone.
+TEST(ArrayTest, ReadManyReadsWhatReadReads) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  Rig rig(4, 4, 2, 4096, seed);
+  const ArrayGeometry& g = rig.array->geometry();
+  rig.array->set_crc_cache_bytes(g.segment_positions() * sizeof(uint32_t));
+  std::vector<SegmentId> segs;
+  for (int i = 0; i < 4; ++i) {
+    SegmentId s =
+        rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
+    const bool open = i == 3;
+    rig.Fill(s, static_cast<uint32_t>(open ? g.segment_positions() / 3 : g.segment_positions()));
+    if (!open) ASSERT_TRUE(rig.array->Seal(s).ok());
+    segs.push_back(s);
+  }
+  ASSERT_TRUE(rig.array->Flush().ok());
+  Block one(kBlockSize);
+  ASSERT_TRUE(rig.array->Read(segs[2], 1, one).ok());  // segs[0]'s CRCs evicted
+  // A position of segs[0] with bits flipped on its primary copy.
+  const Place rotten = g.Primary(segs[0], 5);
+  ASSERT_TRUE(rig.faulty[rotten.device]->FlipBit(Lba(rotten.lba), 77).ok());
+  auto check = [&](const std::string& when) {
+    for (SegmentId s : segs) {
+      std::vector<uint32_t> positions;
+      for (const auto& [key, data] : rig.model) {
+        if (key.first == s.value) positions.push_back(key.second);
+      }
+      std::shuffle(positions.begin(), positions.end(), rig.rng);
+      positions.push_back(positions.front());  // twice
+      const uint32_t frontier = rig.array->segment_info(s).frontier;
+      positions.push_back(frontier + 1);
+      std::vector<std::byte> out(BlocksToBytes(positions.size()));
+      std::vector<Status> results(positions.size());
+      rig.array->ReadMany(s, positions, out, results);
+      for (size_t i = 0; i + 1 < positions.size(); ++i) {
+        ASSERT_TRUE(results[i].ok()) << when << ": segment " << s.value << " position "
+                                     << positions[i] << ": " << results[i].ToString();
+        const Block& want = rig.model.at({s.value, positions[i]});
+        ASSERT_EQ(0, std::memcmp(out.data() + BlocksToBytes(i), want.data(), kBlockSize))
+            << when << ": segment " << s.value << " position " << positions[i];
+      }
+      EXPECT_EQ(results.back().code(), StatusCode::kInvalidArgument) << when;
+    }
+  };
+  const ArrayStats before = rig.array->stats();
+  check("healthy");
+  EXPECT_EQ(rig.array->stats().repairs, before.repairs + 1) << "the rotten block, repaired";
+  EXPECT_GT(rig.array->stats().crc_cache_loads, before.crc_cache_loads);
+  ASSERT_TRUE(rig.array->FailDevice(DeviceIndex(1)).ok());
+  check("degraded");
+  ASSERT_TRUE(rig.array->CheckInvariants().ok());
 }
 
 // ReadTags hands back every data block's tags in position order, from the summaries on
