@@ -372,7 +372,11 @@ void FileBackend::ReadBytesMany(std::span<const ByteExtent> extents,
                                 std::span<Status> results) {
   constexpr unsigned kDepth = 256;
   io_uring ring;
-  if (!buffered_ || kThreadSanitizer || extents.size() < 2 ||  // (TSan: as PrefetchBytes)
+  // A few: copied out of the mapping one by one (what they cost alone, the page cache
+  // most likely holding them: GC's read-ahead), not through a ring made for the call.
+  // Many (an array's open, its summaries cold): all in flight at once.
+  if (!buffered_ || kThreadSanitizer ||
+      extents.size() < kRingManyMinExtents ||  // (TSan: as PrefetchBytes)
       io_uring_queue_init(kDepth, &ring, 0) != 0) {
     Backend::ReadBytesMany(extents, out, results);
     return;

@@ -97,6 +97,8 @@ class FileBackend final : public Backend {
   // Reads this large skip the mapping (see above): an erase unit read by the drive's GC
   // or its recovery, which page by page would be one synchronous fault per 4 KiB.
   static constexpr uint64_t kRingReadMinBytes = 64 << 10;
+  // ReadBytesMany of fewer extents than this copies each out of the mapping (ReadBytes).
+  static constexpr size_t kRingManyMinExtents = 128;
   struct Op {
     OpKind kind;
     uint64_t offset_bytes;

@@ -353,6 +353,18 @@ class LogEngine {
   // between equally good victims the same way (docs/log.md).
   uint64_t hash_capacity_ = 16, hash_size_ = 0;
   std::vector<std::byte> gc_buf_;
+  // GC's read-ahead: the data of the next kGcReadAhead valid slots of the victim being
+  // copied, read with one ReadMany (on remote drives a few round trips, not one per
+  // block). Covers the victim's slots below gc_ahead_end_; reset by StartVictim.
+  static constexpr uint32_t kGcReadAhead = 64;
+  uint32_t gc_ahead_index_ = kNoSegment, gc_ahead_end_ = 0;
+  size_t gc_ahead_next_ = 0;  // the cursor in gc_ahead_slots_ (slots go up)
+  std::vector<uint32_t> gc_ahead_slots_, gc_ahead_positions_;
+  std::vector<Status> gc_ahead_status_;
+  std::vector<std::byte> gc_ahead_buf_;
+  // The data of the victim's slot: from the read-ahead (filled first if it does not
+  // cover the slot), or read alone if the read-ahead's read of it failed.
+  Result<std::span<const std::byte>> GcData(const Victim& v, uint32_t slot);
   struct GcCandidate {
     double score;
     uint32_t order;

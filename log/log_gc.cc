@@ -92,6 +92,7 @@ Status LogEngine::StartVictim(uint32_t index, Victim* v) {
   // Before anything changes: a victim whose tags cannot be read is not collected.
   ERAID_RETURN_IF_ERROR(LoadSlots(index, &v->loaded, &v->slots).WithContext("gc tags"));
   v->index = index;
+  gc_ahead_index_ = kNoSegment;  // the index may be a reused one: no read-ahead carries over
   if (options_.keep_victim_gps)
     stats_.victim_gps.push_back(float(victim.n_invalid) / float(victim.n_slots));
   placement_.SegmentCollected(victim.cls, victim.created_time, Context());
@@ -114,10 +115,7 @@ Status LogEngine::StartVictim(uint32_t index, Victim* v) {
   if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) return Status::Ok();  // garbage
   std::span<const std::byte> data;
   if (has_data_) {
-    gc_buf_.resize(kBlockSize);
-    ERAID_RETURN_IF_ERROR(
-        store_.Read(victim.handle, victim.positions.At(slot), gc_buf_).WithContext("gc read"));
-    data = gc_buf_;
+    ERAID_ASSIGN_OR_RETURN(data, GcData(v, slot));
   }
   const uint32_t cls = placement_.GcWrite(s.lba, s.user_time, victim.cls, Context());
   ++stats_.gc_blocks;
@@ -135,6 +133,44 @@ Status LogEngine::StartVictim(uint32_t index, Victim* v) {
   }
   *copied = true;
   return Status::Ok();
+}
+
+Result<std::span<const std::byte>> LogEngine::GcData(const Victim& v, uint32_t slot) {
+  const Segment& victim = *segments_[v.index];
+  if (gc_ahead_index_ != v.index || slot >= gc_ahead_end_ ||
+      (gc_ahead_next_ > 0 && gc_ahead_slots_[gc_ahead_next_ - 1] > slot)) {
+    // The next kGcReadAhead slots still valid (as CopySlot tells them), looked for over at
+    // most 16 times as many: a mostly-garbage victim is not scanned to its end at once.
+    gc_ahead_index_ = v.index;
+    gc_ahead_next_ = 0;
+    gc_ahead_slots_.clear();
+    gc_ahead_positions_.clear();
+    uint32_t end = slot;
+    const uint32_t limit = std::min<uint32_t>(victim.n_slots, slot + 16 * kGcReadAhead);
+    for (; end < limit && gc_ahead_slots_.size() < kGcReadAhead; ++end) {
+      const Slot s = v.slots[end];
+      if (IsTrimTag(s.lba) || s.lba >= map_.size() || map_[s.lba] != Pack(v.index, end)) continue;
+      gc_ahead_slots_.push_back(end);
+      gc_ahead_positions_.push_back(victim.positions.At(end));
+    }
+    gc_ahead_end_ = end;
+    gc_ahead_buf_.resize(BlocksToBytes(gc_ahead_slots_.size()));
+    gc_ahead_status_.assign(gc_ahead_slots_.size(), Status::Ok());
+    store_.ReadMany(victim.handle, gc_ahead_positions_, gc_ahead_buf_, gc_ahead_status_);
+  }
+  while (gc_ahead_next_ < gc_ahead_slots_.size() && gc_ahead_slots_[gc_ahead_next_] < slot)
+    ++gc_ahead_next_;
+  if (gc_ahead_next_ < gc_ahead_slots_.size() && gc_ahead_slots_[gc_ahead_next_] == slot &&
+      gc_ahead_status_[gc_ahead_next_].ok()) {
+    return std::span<const std::byte>(gc_ahead_buf_)
+        .subspan(BlocksToBytes(gc_ahead_next_), kBlockSize);
+  }
+  // Not read ahead (it was not valid when the read-ahead looked), or its read failed: alone,
+  // with Read's own error.
+  gc_buf_.resize(kBlockSize);
+  ERAID_RETURN_IF_ERROR(
+      store_.Read(victim.handle, victim.positions.At(slot), gc_buf_).WithContext("gc read"));
+  return std::span<const std::byte>(gc_buf_);
 }
 
 // Replay's copy of a whole victim (CopySlot for each slot, count_invalid false): every

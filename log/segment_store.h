@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/types.h"
 
 namespace eraid {
 
@@ -30,6 +31,13 @@ class SegmentStore {
   virtual Status Seal(uint64_t handle) = 0;
   virtual Status Free(uint64_t handle) = 0;
   virtual Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) = 0;
+  // Read of many positions of one segment: positions[i] into the i-th 4 KiB of `out`,
+  // its outcome in results[i] (GC's read-ahead). The default reads them one by one.
+  virtual void ReadMany(uint64_t handle, std::span<const uint32_t> positions,
+                        std::span<std::byte> out, std::span<Status> results) {
+    for (size_t i = 0; i < positions.size(); ++i)
+      results[i] = Read(handle, positions[i], out.subspan(BlocksToBytes(i), kBlockSize));
+  }
   virtual Status Flush() = 0;
   virtual bool has_data() const = 0;
   // A block of the segment was overwritten or trimmed (for hotness; default: nothing).

@@ -3,6 +3,7 @@
 // the paper's ordering holds where it must (FK and SepBIT below NoSep on skewed writes).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -642,6 +643,118 @@ TEST(CopyCountTest, AnLbaWithHundredsOfCopiesIsCountedExactly) {
   std::vector<std::byte> back(kBlockSize, std::byte{1});
   ASSERT_TRUE(engine.Read(7, back).ok());
   EXPECT_EQ(back, std::vector<std::byte>(kBlockSize));
+}
+
+// A store with data, in memory: counts its reads, and can fail some of ReadMany's.
+class DataStore final : public SegmentStore {
+ public:
+  DataStore(uint32_t segment_blocks, uint32_t segments)
+      : blocks_(segment_blocks), free_(segments) {}
+  Result<uint64_t> Open(uint32_t) override {
+    if (free_ == 0) return Status::NoSpace("no free segment");
+    --free_;
+    data_[next_].clear();
+    return next_++;
+  }
+  Result<uint32_t> Append(uint64_t h, uint64_t, uint64_t, std::span<const std::byte> d) override {
+    auto& seg = data_.at(h);
+    seg.emplace_back(d.begin(), d.end());
+    return static_cast<uint32_t>(seg.size() - 1);
+  }
+  bool Full(uint64_t h, uint32_t) const override { return data_.at(h).size() >= blocks_; }
+  Status Seal(uint64_t) override { return Status::Ok(); }
+  Status Free(uint64_t h) override {
+    data_.erase(h);
+    ++free_;
+    return Status::Ok();
+  }
+  Status Read(uint64_t h, uint32_t position, std::span<std::byte> out) override {
+    ++reads;
+    const auto& seg = data_.at(h);
+    if (position >= seg.size()) return Status::InvalidArgument("never written");
+    std::memcpy(out.data(), seg[position].data(), kBlockSize);
+    return Status::Ok();
+  }
+  void ReadMany(uint64_t h, std::span<const uint32_t> positions, std::span<std::byte> out,
+                std::span<Status> results) override {
+    ++read_manys;
+    for (size_t i = 0; i < positions.size(); ++i) {
+      if (fail_every != 0 && ++many_blocks % fail_every == 0) {
+        results[i] = Status::IoError("injected");
+        continue;
+      }
+      const auto& seg = data_.at(h);
+      ASSERT_LT(positions[i], seg.size());
+      std::memcpy(out.data() + BlocksToBytes(i), seg[positions[i]].data(), kBlockSize);
+      results[i] = Status::Ok();
+    }
+  }
+  Status Flush() override { return Status::Ok(); }
+  bool has_data() const override { return true; }
+  uint64_t reads = 0, read_manys = 0, many_blocks = 0, fail_every = 0;
+
+ private:
+  uint32_t blocks_, free_;
+  uint64_t next_ = 0;
+  std::map<uint64_t, std::vector<std::vector<std::byte>>> data_;
+};
+
+// GC reads its victims' valid blocks ahead, many at a time (on remote drives a few
+// round trips instead of one per block): every block copied is the right one, whole
+// victims or in steps, and a block whose batched read fails is read alone.
+TEST(EngineTest, GcReadsAheadInBatchesAndCopiesTheRightData) {
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  for (uint32_t step : {0u, 3u}) {
+    for (uint64_t fail_every : {0u, 7u}) {
+      auto p = std::move(MakePlacement("sepbit")).value();
+      DataStore store(32, 64);
+      store.fail_every = fail_every;
+      EngineOptions o;
+      o.segment_blocks = 32;
+      o.total_segments = 64;
+      o.gc_free_segments = p->classes() + 6;
+      o.gc_urgent_free_segments = p->classes() + 2;
+      o.gc_step_blocks = step;
+      LogEngine engine(o, *p, store);
+      std::mt19937_64 rng(seed + step + fail_every);
+      std::map<uint64_t, uint64_t> version;  // lba -> the last write's number
+      std::vector<std::byte> block(kBlockSize);
+      auto fill = [&](uint64_t lba, uint64_t v) {
+        for (size_t w = 0; w < kBlockSize / 8; ++w) {
+          const uint64_t x = lba * 1000003 + v * 7919 + w;
+          std::memcpy(block.data() + w * 8, &x, 8);
+        }
+      };
+      for (uint64_t i = 0; i < 20000; ++i) {
+        const uint64_t lba = rng() % 10 < 8 ? rng() % 200 : 200 + rng() % 800;
+        fill(lba, i);
+        ASSERT_TRUE(engine.Write(lba, 1, i * 5, block).ok()) << i;
+        version[lba] = i;
+      }
+      ASSERT_TRUE(engine.Flush().ok());
+      ASSERT_TRUE(engine.CheckInvariants().ok());
+      EXPECT_GT(engine.stats().gc_blocks, 1000u);
+      std::vector<std::byte> got(kBlockSize);
+      for (const auto& [lba, v] : version) {
+        ASSERT_TRUE(engine.Read(lba, got).ok());
+        fill(lba, v);
+        ASSERT_EQ(0, std::memcmp(got.data(), block.data(), kBlockSize))
+            << "lba " << lba << " (step " << step << ", fail_every " << fail_every << ")";
+      }
+      const uint64_t user_reads = version.size();
+      std::printf(
+          "step %u, fail_every %llu: %llu blocks copied by %llu batched reads, %llu alone\n", step,
+          (unsigned long long)fail_every, (unsigned long long)engine.stats().gc_blocks,
+          (unsigned long long)store.read_manys, (unsigned long long)(store.reads - user_reads));
+      EXPECT_LT(store.read_manys * 4, engine.stats().gc_blocks) << "several blocks per batch";
+      if (fail_every == 0) {
+        EXPECT_EQ(store.reads, user_reads) << "GC read nothing alone";
+      } else {
+        EXPECT_GT(store.reads, user_reads) << "failed batched reads were done alone";
+      }
+    }
+  }
 }
 
 }  // namespace
