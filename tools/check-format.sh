@@ -12,8 +12,12 @@ ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$ROOT"
 FORMAT=$(command -v clang-format-14 || command -v clang-format || true)
 [ -n "$FORMAT" ] || { echo "format: clang-format missing (tools/install-deps.sh installs it)" >&2; exit 1; }
-"$FORMAT" --version | grep -q "version 14\." ||
-  { echo "format: $("$FORMAT" --version) is not clang-format 14, whose output the tree follows" >&2; exit 1; }
+# (Not `--version | grep -q`: under pipefail, grep leaving early can fail the pipe.)
+VERSION=$("$FORMAT" --version)
+case "$VERSION" in
+  *"version 14."*) ;;
+  *) echo "format: $VERSION is not clang-format 14, whose output the tree follows" >&2; exit 1 ;;
+esac
 # The tracked sources (in a tarball without .git: every source under the layers and tests).
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.cc' '*.h')
