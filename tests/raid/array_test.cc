@@ -343,7 +343,9 @@ TEST(ArrayTest, ReadManyReadsWhatReadReads) {
         rig.array->AllocateSegment(i % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
     const bool open = i == 3;
     rig.Fill(s, static_cast<uint32_t>(open ? g.segment_positions() / 3 : g.segment_positions()));
-    if (!open) ASSERT_TRUE(rig.array->Seal(s).ok());
+    if (!open) {
+      ASSERT_TRUE(rig.array->Seal(s).ok());
+    }
     segs.push_back(s);
   }
   ASSERT_TRUE(rig.array->Flush().ok());
