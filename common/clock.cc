@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <sys/prctl.h>
+
 #include <chrono>
 
 namespace eraid {
@@ -13,6 +15,13 @@ uint64_t SystemClock::NowNanos() const {
 SystemClock& SystemClock::Default() {
   static SystemClock clock;
   return clock;
+}
+
+void LowerTimerSlack() {
+  thread_local bool lowered = false;
+  if (lowered) return;
+  lowered = true;
+  (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 
 }  // namespace eraid

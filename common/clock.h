@@ -34,4 +34,8 @@ class ManualClock final : public Clock {
   std::atomic<uint64_t> now_ns_;
 };
 
+// Makes this thread's timed sleeps end close to when asked (1 us of timer slack, not the
+// default 50 us): for threads that wait out modeled device latencies. Once per thread.
+void LowerTimerSlack();
+
 }  // namespace eraid

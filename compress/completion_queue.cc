@@ -38,6 +38,7 @@ size_t CompletionQueue::Poll(bool wait) {
       if (!ready.empty() || !wait) break;
       // Only latency-delayed entries remain: sleep until the first is due.
       lock.unlock();
+      LowerTimerSlack();
       std::this_thread::sleep_for(std::chrono::nanoseconds(earliest - now));
       lock.lock();
     }

@@ -54,6 +54,7 @@
 #include "compress/completion_queue.h"
 #include "compress/drive_format.h"
 #include "compress/drive_map.h"
+#include "compress/drive_model.h"
 
 namespace eraid {
 
@@ -90,6 +91,9 @@ struct DriveOptions {
   // drives made before format 2 are (for reading those, and for testing that this build
   // still does).
   uint32_t format_version = drive_format::kDriveFormatVersion;
+  // The drive's timing model (compress/timed_backend.h), told of each erase so that it
+  // holds the erase block's units; null without a model. Not owned; outlives the drive.
+  DriveModel* timing = nullptr;
 };
 
 struct DriveStats {
@@ -344,6 +348,9 @@ class CompressedDrive final : public Backend {
   // caller's lock to the wait. REQUIRES: mu_ held (by a lock_guard or unique_lock).
   void WaitForBackgroundLocked();
   Status RelocateLocked(uint32_t eu);
+  // Erases EU `eu`: zeroes its header page (recovery then finds it free) and tells the
+  // timing model, if any. Its live records must be gone (invariant 2).
+  Status EraseEu(uint32_t eu);
   uint32_t StreamForLocked(uint64_t lba);
   void CloseRangeLocked(std::map<uint64_t, std::pair<uint64_t, uint32_t>>::iterator it);
   Status ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out);

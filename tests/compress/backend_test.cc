@@ -15,6 +15,7 @@
 #include "compress/faulty_backend.h"
 #include "compress/file_backend.h"
 #include "compress/mem_backend.h"
+#include "compress/timed_backend.h"
 
 namespace eraid {
 namespace {
@@ -22,12 +23,14 @@ namespace {
 constexpr uint64_t kBlocks = 4096;  // 16 MiB
 
 struct Harness {
-  std::unique_ptr<Backend> owner;   // innermost device
-  std::unique_ptr<Backend> middle;  // wrapper, if any
+  std::unique_ptr<Backend> owner;       // innermost device
+  std::unique_ptr<DriveTiming> timing;  // a timing model's layers, if any
+  std::unique_ptr<Backend> middle;      // wrapper, if any
   Backend* device = nullptr;
   std::string path;
   ~Harness() {
     middle.reset();
+    timing.reset();
     owner.reset();
     if (!path.empty()) std::filesystem::remove(path);
   }
@@ -77,6 +80,26 @@ std::unique_ptr<Harness> MakeDrive() {
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   h->middle = std::move(d).value();
   h->device = h->middle.get();
+  return h;
+}
+
+// The emulated drive between the timing model's layers, on the real clock: a sata-ssd
+// at a tenth of its latencies, so the contract runs at the pace of a fast drive.
+std::unique_ptr<Harness> MakeTimedDrive() {
+  auto h = std::make_unique<Harness>();
+  h->owner = std::make_unique<MemBackend>(kBlocks);
+  auto profile = ParseDriveProfile("sata-ssd,time_scale=0.1");
+  EXPECT_TRUE(profile.ok());
+  h->timing = DriveTiming::Make(*profile, *h->owner);
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.max_flashalloc_ranges = 4;
+  o.expansion = 1.0;
+  o.timing = &h->timing->model();
+  auto d = CompressedDrive::Format(h->timing->flash(), o);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  h->middle = std::move(d).value();
+  h->device = &h->timing->Attach(*h->middle);
   return h;
 }
 
@@ -209,7 +232,8 @@ INSTANTIATE_TEST_SUITE_P(All, BackendContractTest,
                                            std::make_pair("file", &MakeFile),
                                            std::make_pair("mapped_file", &MakeMappedFile),
                                            std::make_pair("faulty", &MakeFaulty),
-                                           std::make_pair("drive", &MakeDrive)),
+                                           std::make_pair("drive", &MakeDrive),
+                                           std::make_pair("timed_drive", &MakeTimedDrive)),
                          [](const auto& info) { return std::string(info.param.first); });
 
 // ---------------------------------------------------------------- FaultyBackend

@@ -1,0 +1,398 @@
+#include "compress/drive_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/check.h"
+
+namespace eraid {
+
+namespace {
+
+constexpr double kBlock = 4096;
+
+// The named profiles. Their figures, and where they come from, are in
+// docs/compressed-drive.md ("Timing model"); the derived datasheet figures
+// (RandomReadIops, ...) are checked against them in tests/compress/drive_model_test.cc.
+DriveProfile NvmeTlc() {
+  // A datacenter PCIe 4.0 x4 TLC drive: 6.9 / 4.1 GB/s sequential, ~1M random 4 KiB
+  // reads/s, ~65 us idle read latency. 64 units of 4-plane 64 KiB pages.
+  DriveProfile p;
+  p.name = "nvme-tlc";
+  p.channels = 8, p.dies_per_channel = 8, p.page_bytes = 65536;
+  p.read_us = 60, p.program_us = 800, p.erase_us = 3500, p.channel_mb_s = 1200;
+  p.host_read_mb_s = 6900, p.host_write_mb_s = 4100;
+  p.controller_read_us = 1, p.controller_write_us = 1;
+  p.write_buffer_bytes = 16ull << 20, p.plp = true;
+  return p;
+}
+DriveProfile Csd() {
+  // A computational drive with transparent compression in hardware (the Elastic RAID
+  // paper's kind): PCIe 3.0 x4, 32 units, a compression engine of 4 GB/s each way.
+  DriveProfile p;
+  p.name = "csd";
+  p.channels = 8, p.dies_per_channel = 4, p.page_bytes = 32768;
+  p.read_us = 70, p.program_us = 900, p.erase_us = 3500, p.channel_mb_s = 800;
+  p.host_read_mb_s = 3200, p.host_write_mb_s = 2800;
+  p.controller_read_us = 1.5, p.controller_write_us = 1.5;
+  p.compress_mb_s = 4000, p.decompress_mb_s = 4000;
+  p.write_buffer_bytes = 8ull << 20, p.plp = true;
+  return p;
+}
+DriveProfile SataSsd() {
+  // A datacenter SATA drive, Kingston DC600M 960 GB: 560 / 530 MB/s sequential,
+  // 94k / 65k random 4 KiB IOPS (the controller's command rate), power-loss protected.
+  DriveProfile p;
+  p.name = "sata-ssd";
+  p.channels = 8, p.dies_per_channel = 2, p.page_bytes = 16384;
+  p.read_us = 60, p.program_us = 600, p.erase_us = 3000, p.channel_mb_s = 400;
+  p.host_read_mb_s = 560, p.host_write_mb_s = 530;
+  p.controller_read_us = 1e6 / 94000, p.controller_write_us = 1e6 / 65000;
+  p.write_buffer_bytes = 1ull << 20, p.plp = true;
+  return p;
+}
+
+// key -> how to set it from text; false if the value is bad.
+using Setter = bool (*)(DriveProfile&, const std::string&);
+bool ToDouble(const std::string& v, double* out, double lo, double hi) {
+  try {
+    size_t used = 0;
+    double d = std::stod(v, &used);
+    if (used != v.size() || !std::isfinite(d) || d < lo || d > hi) return false;
+    *out = d;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+template <typename T>
+bool ToWhole(const std::string& v, T* out, double lo, double hi) {
+  double d = 0;
+  if (!ToDouble(v, &d, lo, hi) || d != std::floor(d)) return false;
+  *out = static_cast<T>(d);
+  return true;
+}
+bool ToBool(const std::string& v, bool* out) {
+  if (v == "1" || v == "on" || v == "true") return *out = true, true;
+  if (v == "0" || v == "off" || v == "false") return *out = false, true;
+  return false;
+}
+#define ERAID_US(field) \
+  {#field, [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); }}
+#define ERAID_RATE(field) \
+  {#field, [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); }}
+const std::map<std::string, Setter>& Setters() {
+  static const std::map<std::string, Setter> setters{
+      {"channels", [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.channels, 1, 64); }},
+      {"dies_per_channel",
+       [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.dies_per_channel, 1, 64); }},
+      {"page_bytes",
+       [](DriveProfile& p, const std::string& v) {
+         return ToWhole(v, &p.page_bytes, 4096, 1 << 20) && p.page_bytes % 4096 == 0;
+       }},
+      ERAID_US(read_us), ERAID_US(program_us), ERAID_US(erase_us), ERAID_US(controller_read_us),
+      ERAID_US(controller_write_us), ERAID_US(suspend_us),
+      ERAID_RATE(channel_mb_s), ERAID_RATE(host_read_mb_s), ERAID_RATE(host_write_mb_s),
+      ERAID_RATE(compress_mb_s), ERAID_RATE(decompress_mb_s),
+      {"write_buffer_bytes",
+       [](DriveProfile& p, const std::string& v) {
+         return ToWhole(v, &p.write_buffer_bytes, 65536, double(1ull << 34));
+       }},
+      {"plp", [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.plp); }},
+      {"program_suspend",
+       [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.program_suspend); }},
+      {"time_scale",
+       [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.time_scale, 0.001, 1e6); }},
+  };
+  return setters;
+}
+#undef ERAID_US
+#undef ERAID_RATE
+
+std::string Num(double d) {
+  std::ostringstream o;
+  o << d;
+  return o.str();
+}
+
+}  // namespace
+
+std::vector<std::string> DriveProfileNames() { return {"nvme-tlc", "csd", "sata-ssd", "none"}; }
+
+Result<DriveProfile> ParseDriveProfile(const std::string& spec) {
+  std::vector<std::string> parts;
+  std::stringstream ss(spec);
+  for (std::string part; std::getline(ss, part, ',');) parts.push_back(part);
+  if (parts.empty() || parts[0].empty())
+    return Status::InvalidArgument("--drive-model: give a profile (nvme-tlc, csd, sata-ssd, none)");
+  DriveProfile p;
+  if (parts[0] == "nvme-tlc") {
+    p = NvmeTlc();
+  } else if (parts[0] == "csd") {
+    p = Csd();
+  } else if (parts[0] == "sata-ssd") {
+    p = SataSsd();
+  } else if (parts[0] != "none") {
+    return Status::InvalidArgument("--drive-model: no profile '" + parts[0] +
+                                   "' (nvme-tlc, csd, sata-ssd, none)");
+  }
+  if (parts[0] == "none" && parts.size() > 1)
+    return Status::InvalidArgument("--drive-model: 'none' takes no key=value");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string::npos)
+      return Status::InvalidArgument("--drive-model: '" + parts[i] + "' is not key=value");
+    const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
+    auto it = Setters().find(key);
+    if (it == Setters().end())
+      return Status::InvalidArgument("--drive-model: no key '" + key + "'");
+    if (!it->second(p, value))
+      return Status::InvalidArgument("--drive-model: bad value for " + key + ": '" + value + "'");
+  }
+  return p;
+}
+
+std::string DriveProfile::Spec() const {
+  if (!enabled()) return "none";
+  // Only what differs from the named profile, so a spec reads as the user wrote it.
+  auto base = ParseDriveProfile(name);
+  std::ostringstream o;
+  o << name;
+  const DriveProfile& b = *base;
+  auto add = [&](const char* key, double mine, double theirs) {
+    if (mine != theirs) o << ',' << key << '=' << Num(mine);
+  };
+  add("channels", channels, b.channels);
+  add("dies_per_channel", dies_per_channel, b.dies_per_channel);
+  add("page_bytes", page_bytes, b.page_bytes);
+  add("read_us", read_us, b.read_us);
+  add("program_us", program_us, b.program_us);
+  add("erase_us", erase_us, b.erase_us);
+  add("channel_mb_s", channel_mb_s, b.channel_mb_s);
+  add("host_read_mb_s", host_read_mb_s, b.host_read_mb_s);
+  add("host_write_mb_s", host_write_mb_s, b.host_write_mb_s);
+  add("controller_read_us", controller_read_us, b.controller_read_us);
+  add("controller_write_us", controller_write_us, b.controller_write_us);
+  add("compress_mb_s", compress_mb_s, b.compress_mb_s);
+  add("decompress_mb_s", decompress_mb_s, b.decompress_mb_s);
+  add("write_buffer_bytes", double(write_buffer_bytes), double(b.write_buffer_bytes));
+  add("plp", plp, b.plp);
+  add("program_suspend", program_suspend, b.program_suspend);
+  add("suspend_us", suspend_us, b.suspend_us);
+  add("time_scale", time_scale, b.time_scale);
+  return o.str();
+}
+
+double DriveProfile::RandomReadIops() const {
+  double iops = 1e6 * units() / read_us;
+  iops = std::min(iops, channels * channel_mb_s * 1e6 / kBlock);
+  if (controller_read_us > 0) iops = std::min(iops, 1e6 / controller_read_us);
+  if (host_read_mb_s > 0) iops = std::min(iops, host_read_mb_s * 1e6 / kBlock);
+  if (decompress_mb_s > 0) iops = std::min(iops, decompress_mb_s * 1e6 / kBlock);
+  return iops;
+}
+
+double DriveProfile::RandomWriteIops() const {
+  double iops = units() * (page_bytes / kBlock) * 1e6 / program_us;
+  iops = std::min(iops, channels * channel_mb_s * 1e6 / kBlock);
+  if (controller_write_us > 0) iops = std::min(iops, 1e6 / controller_write_us);
+  if (host_write_mb_s > 0) iops = std::min(iops, host_write_mb_s * 1e6 / kBlock);
+  if (compress_mb_s > 0) iops = std::min(iops, compress_mb_s * 1e6 / kBlock);
+  return iops;
+}
+
+double DriveProfile::ReadLatencyUs() const {
+  auto xfer = [](double mb_s) { return mb_s > 0 ? kBlock / mb_s : 0.0; };  // bytes/(MB/s) = us
+  return controller_read_us + read_us + xfer(channel_mb_s) + xfer(decompress_mb_s) +
+         xfer(host_read_mb_s);
+}
+
+DriveModel::DriveModel(const DriveProfile& profile, const Clock& clock)
+    : p_(profile),
+      clock_(clock),
+      start_ns_(clock.NowNanos()),
+      unit_free_(profile.units(), 0),
+      unit_read_free_(profile.units(), 0),
+      channel_free_(profile.channels, 0) {
+  ERAID_CHECK(p_.enabled() && p_.units() > 0 && p_.page_bytes >= 4096);
+  stats_.units = p_.units();
+}
+
+DriveModel::Page DriveModel::PageAt(uint64_t page) const {
+  const uint32_t unit = static_cast<uint32_t>(page % p_.units());
+  return {unit, unit % p_.channels};
+}
+
+uint64_t DriveModel::Ns(double us) const { return static_cast<uint64_t>(us * p_.time_scale * 1e3); }
+
+uint64_t DriveModel::TransferNs(uint64_t bytes, double mb_s) const {
+  // bytes / (mb_s * 1e6 B/s) seconds = bytes * 1e3 / mb_s ns.
+  return mb_s > 0 ? static_cast<uint64_t>(double(bytes) * 1e3 / mb_s * p_.time_scale) : 0;
+}
+
+uint64_t DriveModel::Take(uint64_t* timeline, uint64_t at, uint64_t ns) {
+  const uint64_t end = std::max(at, *timeline) + ns;
+  *timeline = end;
+  return end;
+}
+
+uint64_t DriveModel::TakeUnitForRead(uint32_t u, uint64_t at, uint64_t ns) {
+  stats_.unit_busy_ns += ns;
+  if (!p_.program_suspend) return Take(&unit_free_[u], at, ns);
+  const uint64_t start = std::max(at, unit_read_free_[u]);
+  if (unit_free_[u] > start) {
+    // A program or erase holds the unit: suspended for the read, it resumes later.
+    const uint64_t held = Ns(p_.suspend_us) + ns;
+    unit_free_[u] += held;
+    unit_read_free_[u] = start + held;
+    return start + held;
+  }
+  unit_read_free_[u] = start + ns;
+  unit_free_[u] = start + ns;
+  return start + ns;
+}
+
+void DriveModel::Account(uint64_t now, uint64_t end, uint64_t service_ns) {
+  while (!ends_.empty() && ends_.top() <= now) ends_.pop();
+  if (end > now) ends_.push(end);
+  ++stats_.ops;
+  stats_.latency_ns += end - now;
+  stats_.service_ns += std::min(service_ns, end - now);
+}
+
+uint64_t DriveModel::FlashRead(uint64_t offset_bytes, uint64_t length_bytes) {
+  if (length_bytes == 0) return clock_.NowNanos();
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t first = offset_bytes / p_.page_bytes;
+  const uint64_t last = (offset_bytes + length_bytes - 1) / p_.page_bytes;
+  uint64_t end = now;
+  for (uint64_t page = first; page <= last; ++page) {
+    const uint64_t lo = std::max(offset_bytes, page * p_.page_bytes);
+    const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
+    const Page at = PageAt(page);
+    const uint64_t sensed = TakeUnitForRead(at.unit, now, Ns(p_.read_us));
+    end = std::max(end, Take(&channel_free_[at.channel], sensed, TransferNs(hi - lo, p_.channel_mb_s)));
+    ++stats_.flash_reads;
+  }
+  return end;
+}
+
+uint64_t DriveModel::FlashWrite(uint64_t offset_bytes, uint64_t length_bytes) {
+  if (length_bytes == 0) return clock_.NowNanos();
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  // Room in the buffer, first come first served: programs that have ended free theirs.
+  uint64_t admit = std::max(now, last_admit_);
+  auto release_until = [&](uint64_t t) {
+    while (!programs_.empty() && programs_.top().first <= t) {
+      buffered_bytes_ -= programs_.top().second;
+      programs_.pop();
+    }
+  };
+  release_until(admit);
+  while (buffered_bytes_ > 0 && buffered_bytes_ + length_bytes > p_.write_buffer_bytes &&
+         !programs_.empty()) {
+    admit = std::max(admit, programs_.top().first);
+    release_until(admit);
+  }
+  last_admit_ = admit;
+  // Each page the write completes is programmed (moved over its channel, then held on its
+  // unit); the bytes of a page it leaves unfinished stay in the buffer until the write
+  // that finishes it, which programs the page once (the drive fills pages in order).
+  const uint64_t first = offset_bytes / p_.page_bytes;
+  const uint64_t last = (offset_bytes + length_bytes - 1) / p_.page_bytes;
+  for (uint64_t page = first; page <= last; ++page) {
+    const uint64_t lo = std::max(offset_bytes, page * p_.page_bytes);
+    const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
+    const Page at = PageAt(page);
+    const uint64_t moved = Take(&channel_free_[at.channel], admit, TransferNs(hi - lo, p_.channel_mb_s));
+    if (hi < (page + 1) * p_.page_bytes) continue;  // unfinished: no program yet
+    const uint64_t programmed = Take(&unit_free_[at.unit], moved, Ns(p_.program_us));
+    stats_.unit_busy_ns += Ns(p_.program_us);
+    ++stats_.flash_programs;
+    programs_.push({programmed, p_.page_bytes});
+    buffered_bytes_ += p_.page_bytes;
+    last_program_end_ = std::max(last_program_end_, programmed);
+  }
+  return admit;
+}
+
+uint64_t DriveModel::FlashErase(uint64_t offset_bytes, uint64_t length_bytes) {
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t first = offset_bytes / p_.page_bytes;
+  const uint64_t pages = std::max<uint64_t>(1, (length_bytes + p_.page_bytes - 1) / p_.page_bytes);
+  uint64_t end = now;
+  // An erase block spans one block on each unit the range's pages lie on.
+  for (uint64_t i = 0; i < std::min<uint64_t>(pages, p_.units()); ++i) {
+    const Page at = PageAt(first + i);
+    end = std::max(end, Take(&unit_free_[at.unit], now, Ns(p_.erase_us)));
+    stats_.unit_busy_ns += Ns(p_.erase_us);
+    ++stats_.erases;
+  }
+  last_program_end_ = std::max(last_program_end_, end);
+  return end;
+}
+
+uint64_t DriveModel::FlashFlush() {
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  return p_.plp ? std::max(now, last_admit_) : std::max(now, last_program_end_);
+}
+
+uint64_t DriveModel::HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns) {
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t commands = std::max<uint64_t>(1, logical_bytes / kBlockSize);
+  const uint64_t ctrl = commands * Ns(p_.controller_read_us);
+  const uint64_t dec = engine ? TransferNs(logical_bytes, p_.decompress_mb_s) : 0;
+  const uint64_t xfer = TransferNs(logical_bytes, p_.host_read_mb_s);
+  uint64_t t = Take(&controller_free_, now, ctrl);
+  if (dec) t = Take(&engine_free_, t, dec);
+  t = Take(&link_out_free_, t, xfer);
+  // Served: what an idle drive takes for it, a page sensed and moved per block included
+  // (a block served from the drive's RAM takes less: then all of it counts as served).
+  const uint64_t service =
+      ctrl + Ns(p_.read_us) + TransferNs(logical_bytes, p_.channel_mb_s) + dec + xfer;
+  const uint64_t from = std::min(submitted_ns ? submitted_ns : now, now);
+  Account(from, t, service);
+  return t;
+}
+
+uint64_t DriveModel::HostWrite(uint64_t logical_bytes, bool engine) {
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t commands = std::max<uint64_t>(1, logical_bytes / kBlockSize);
+  const uint64_t ctrl = commands * Ns(p_.controller_write_us);
+  const uint64_t xfer = TransferNs(logical_bytes, p_.host_write_mb_s);
+  const uint64_t comp = engine ? TransferNs(logical_bytes, p_.compress_mb_s) : 0;
+  uint64_t t = Take(&controller_free_, now, ctrl);
+  t = Take(&link_in_free_, t, xfer);
+  if (comp) t = Take(&engine_free_, t, comp);
+  Account(now, t, ctrl + xfer + comp);
+  return t;
+}
+
+void DriveModel::WaitUntil(uint64_t ready_ns) const {
+  if (dynamic_cast<const SystemClock*>(&clock_) == nullptr) return;
+  LowerTimerSlack();
+  for (uint64_t now = clock_.NowNanos(); now < ready_ns; now = clock_.NowNanos())
+    std::this_thread::sleep_for(std::chrono::nanoseconds(ready_ns - now));
+}
+
+DriveModelStats DriveModel::stats() const {
+  std::lock_guard lock(mu_);
+  DriveModelStats s = stats_;
+  const uint64_t now = clock_.NowNanos();
+  s.elapsed_ns = now - start_ns_;
+  auto ends = ends_;
+  while (!ends.empty() && ends.top() <= now) ends.pop();
+  s.in_flight = static_cast<uint32_t>(ends.size());
+  return s;
+}
+
+}  // namespace eraid

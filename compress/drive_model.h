@@ -1,0 +1,168 @@
+// DriveModel: the timing of an SSD, so that an emulated drive finishes each I/O when a
+// real drive of its kind would, not as soon as the host's CPU has done the work.
+// Benchmarks on it are bound by the modeled drives (stable from run to run, shaped like
+// real SSDs: a degraded RAID5 read costs n device reads, a program blocks a die), not by
+// the two cores they run on. docs/compressed-drive.md ("Timing model") has the profiles,
+// their sources and where the model departs from a real drive.
+//
+// What is modeled (every duration multiplied by the profile's time_scale):
+//   - The controller: each command occupies it for controller_{read,write}_us (one
+//     command at a time): the drive's command-rate cap.
+//   - The host link: bytes in and out at host_{read,write}_mb_s (the interface's cap).
+//   - The compression engine (a computational drive compresses in hardware):
+//     compress_mb_s / decompress_mb_s of logical bytes; 0 = no engine to charge.
+//   - NAND: channels x dies_per_channel parallel units. A flash byte offset lies in page
+//     offset / page_bytes, on unit page % units, whose channel is unit % channels. A read
+//     senses each page it touches (read_us on the unit), then moves the bytes wanted over
+//     the channel; a program moves the page over the channel, then holds the unit for
+//     program_us; an erase holds each unit of the erase block for erase_us.
+//   - The write buffer (DRAM): a flash write completes once it is in the buffer; its
+//     pages leave the buffer when their programs end. A write that does not fit waits
+//     for room, first come first served. A flush waits for every program, unless the
+//     buffer is power-loss protected (plp), when it completes at once.
+//   - Queueing: each unit, channel, the controller, link and engine is a timeline (busy
+//     until); an operation starts on each when both it and the timeline are free. With
+//     program_suspend, a read finds a programming or erasing unit and suspends it
+//     (suspend_us), and the program resumes later by as long as the read held the unit.
+//
+// The model holds no data and does no I/O: callers (TimedFlash, TimedDrive in
+// timed_backend.h) ask it when an operation completes and release the operation then.
+// Its own cost is a few hundred nanoseconds of arithmetic per I/O under its lock.
+//
+// Thread-safety: all methods may be called concurrently (one mutex, held for the
+// arithmetic only).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/types.h"
+
+namespace eraid {
+
+struct DriveProfile {
+  std::string name = "none";  // "none": no model (the drive finishes at the CPU's pace)
+  uint32_t channels = 8;
+  uint32_t dies_per_channel = 4;
+  uint32_t page_bytes = 16384;  // the program unit (all planes of a die)
+  double read_us = 60;          // tR: sense one page
+  double program_us = 700;      // tPROG
+  double erase_us = 3500;       // tBERS
+  double channel_mb_s = 1200;   // each channel's transfer rate (MB = 10^6 bytes)
+  double host_read_mb_s = 3500, host_write_mb_s = 3000;
+  double controller_read_us = 1, controller_write_us = 1;
+  double compress_mb_s = 0, decompress_mb_s = 0;  // 0: no engine time
+  uint64_t write_buffer_bytes = 8ull << 20;
+  bool plp = true;               // the buffer survives power loss: flush at once
+  bool program_suspend = true;   // reads suspend programs and erases
+  double suspend_us = 10;        // what a suspend and resume cost the read
+  double time_scale = 1;         // every duration times this (>= 1 slows the drive)
+
+  bool enabled() const { return name != "none"; }
+  uint32_t units() const { return channels * dies_per_channel; }
+  // The profile's own figures, derived (unscaled): what a datasheet would print.
+  double RandomReadIops() const;   // 4 KiB, at a queue depth that fills every unit
+  double RandomWriteIops() const;  // 4 KiB, sustained (the buffer draining to NAND)
+  double ReadLatencyUs() const;    // 4 KiB at queue depth 1, idle drive
+  // "name[,key=value...]" as `--drive-model` takes it; Spec() writes it back.
+  std::string Spec() const;
+};
+
+// The named profiles: nvme-tlc, csd, sata-ssd, none.
+std::vector<std::string> DriveProfileNames();
+// A named profile with key=value overrides, "csd,read_us=80,time_scale=20", or
+// InvalidArgument naming the bad key or value. Keys are DriveProfile's field names.
+Result<DriveProfile> ParseDriveProfile(const std::string& spec);
+
+// Counters of a modeled drive since it was made: ops and where their time went.
+struct DriveModelStats {
+  uint64_t ops = 0;                // host and flash operations charged
+  uint64_t flash_reads = 0, flash_programs = 0, erases = 0;  // NAND operations (pages, blocks)
+  uint64_t latency_ns = 0;         // sum over ops of (completion - submission)
+  uint64_t service_ns = 0;         // of which the op's own work (its longest path)
+  uint64_t unit_busy_ns = 0;       // sum over the NAND units of their busy time
+  uint64_t elapsed_ns = 0;         // since the model was made
+  uint32_t units = 0;
+  uint32_t in_flight = 0;          // operations not yet complete now
+  // Share of the NAND units' time spent busy since the model was made.
+  double utilization() const {
+    return elapsed_ns && units ? static_cast<double>(unit_busy_ns) / (double(elapsed_ns) * units)
+                               : 0.0;
+  }
+  // Mean operations in the drive (Little's law over the whole run).
+  double mean_queue_depth() const {
+    return elapsed_ns ? static_cast<double>(latency_ns) / elapsed_ns : 0.0;
+  }
+  // Share of the ops' time spent waiting for a busy resource, not served.
+  double queued_share() const {
+    return latency_ns ? 1.0 - static_cast<double>(service_ns) / latency_ns : 0.0;
+  }
+};
+
+class DriveModel {
+ public:
+  // REQUIRES: profile.enabled(). `clock` must outlive the model.
+  explicit DriveModel(const DriveProfile& profile,
+                      const Clock& clock = SystemClock::Default());
+
+  const DriveProfile& profile() const { return p_; }
+  const Clock& clock() const { return clock_; }
+
+  // Each returns the clock time (ns) at which the operation, submitted now, completes.
+  // Flash side (TimedFlash, under the emulated drive): byte ranges of its flash.
+  uint64_t FlashRead(uint64_t offset_bytes, uint64_t length_bytes);
+  uint64_t FlashWrite(uint64_t offset_bytes, uint64_t length_bytes);
+  uint64_t FlashErase(uint64_t offset_bytes, uint64_t length_bytes);
+  uint64_t FlashFlush();
+  // Host side (TimedDrive, over the emulated drive): the commands (one per 4 KiB), their
+  // link transfer and (engine) their (de)compression. A read's flash part has been
+  // waited for already: it was submitted at `submitted_ns` (0 = now), and its whole
+  // latency is counted from then.
+  uint64_t HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns = 0);
+  uint64_t HostWrite(uint64_t logical_bytes, bool engine);
+
+  // Sleeps until the clock reads `ready_ns` (a SystemClock: the thread sleeps with a
+  // small timer slack; a ManualClock: returns at once, the test moves time).
+  void WaitUntil(uint64_t ready_ns) const;
+
+  DriveModelStats stats() const;
+
+ private:
+  struct Page {
+    uint32_t unit;
+    uint32_t channel;
+  };
+  Page PageAt(uint64_t page) const;
+  uint64_t Ns(double us) const;                     // scaled microseconds
+  uint64_t TransferNs(uint64_t bytes, double mb_s) const;  // scaled; 0 when mb_s is 0
+  // Occupies `timeline` for `ns` from max(at, timeline): returns the end.
+  static uint64_t Take(uint64_t* timeline, uint64_t at, uint64_t ns);
+  // A read's use of unit u from `at` for `ns`; suspends a program there if allowed.
+  uint64_t TakeUnitForRead(uint32_t u, uint64_t at, uint64_t ns);  // REQUIRES: mu_ held
+  void Account(uint64_t now, uint64_t end, uint64_t service_ns);  // REQUIRES: mu_ held
+
+  const DriveProfile p_;
+  const Clock& clock_;
+  const uint64_t start_ns_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> unit_free_;       // busy until (programs, erases, reads)
+  std::vector<uint64_t> unit_read_free_;  // with suspend: the reads' own timeline
+  std::vector<uint64_t> channel_free_;
+  uint64_t controller_free_ = 0, link_in_free_ = 0, link_out_free_ = 0, engine_free_ = 0;
+  // The write buffer: bytes held now, the programs that release them (end, bytes), and
+  // the last admission (first come, first served).
+  uint64_t buffered_bytes_ = 0;
+  std::priority_queue<std::pair<uint64_t, uint64_t>, std::vector<std::pair<uint64_t, uint64_t>>,
+                      std::greater<>>
+      programs_;
+  uint64_t last_admit_ = 0, last_program_end_ = 0;
+  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> ends_;  // in flight
+  DriveModelStats stats_;
+};
+
+}  // namespace eraid

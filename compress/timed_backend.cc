@@ -1,0 +1,162 @@
+#include "compress/timed_backend.h"
+
+#include <algorithm>
+
+namespace eraid {
+
+TimedLayer::TimedLayer(Backend& inner, DriveModel& model)
+    : inner_(inner), model_(model), held_(model.clock()) {}
+
+IoCallback TimedLayer::HoldUntil(uint64_t ready_ns, IoCallback done) {
+  return [this, ready_ns, done = std::move(done)](Status s) mutable {
+    held_.Push(std::move(done), std::move(s), ready_ns);
+  };
+}
+
+void TimedLayer::SubmitTrim(Lba lba, uint64_t count_blocks, IoCallback done) {
+  inner_.SubmitTrim(lba, count_blocks, HoldUntil(0, std::move(done)));
+}
+
+size_t TimedLayer::Poll(bool wait) {
+  for (;;) {
+    inner_.Poll(false);  // what the inner device finished moves into held_
+    const size_t n = held_.Poll(false);
+    if (n > 0 || !wait) return n;
+    if (held_.size() > 0) return held_.Poll(true);  // sleeps until the first is due
+    if (inner_.in_flight() == 0) return 0;
+    inner_.Poll(true);
+  }
+}
+
+Status TimedLayer::FlashAlloc(Lba lba, uint64_t count_blocks) {
+  return inner_.FlashAlloc(lba, count_blocks);
+}
+
+std::optional<RangeUsage> TimedLayer::Usage(Lba lba, uint64_t count_blocks) const {
+  return inner_.Usage(lba, count_blocks);
+}
+
+// ---- TimedFlash ----
+
+void TimedFlash::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  const uint64_t ready = model_.FlashRead(BlocksToBytes(lba.value), buf.size());
+  inner_.SubmitRead(lba, buf, HoldUntil(ready, std::move(done)));
+}
+
+void TimedFlash::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  const uint64_t ready = model_.FlashWrite(BlocksToBytes(lba.value), buf.size());
+  inner_.SubmitWrite(lba, buf, HoldUntil(ready, std::move(done)));
+}
+
+void TimedFlash::SubmitFlush(IoCallback done) {
+  // Asked before the inner flush: it covers the programs of every write submitted so far.
+  const uint64_t ready = model_.FlashFlush();
+  inner_.SubmitFlush(HoldUntil(ready, std::move(done)));
+}
+
+Status TimedFlash::Read(Lba lba, std::span<std::byte> buf) {
+  const uint64_t ready = model_.FlashRead(BlocksToBytes(lba.value), buf.size());
+  Status s = inner_.Read(lba, buf);
+  model_.WaitUntil(ready);
+  return s;
+}
+
+Status TimedFlash::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
+  const uint64_t ready = model_.FlashRead(offset_bytes, out.size());
+  Status s = inner_.ReadBytes(offset_bytes, out);
+  model_.WaitUntil(ready);
+  return s;
+}
+
+void TimedFlash::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                          std::span<Status> results) {
+  uint64_t ready = 0;
+  for (Lba b : blocks) ready = std::max(ready, model_.FlashRead(BlocksToBytes(b.value), kBlockSize));
+  inner_.ReadMany(blocks, out, results);
+  model_.WaitUntil(ready);
+}
+
+void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
+                               std::span<const std::span<std::byte>> out,
+                               std::span<Status> results) {
+  uint64_t ready = 0;
+  for (const ByteExtent& e : extents) ready = std::max(ready, model_.FlashRead(e.offset, e.length));
+  inner_.ReadBytesMany(extents, out, results);
+  model_.WaitUntil(ready);
+}
+
+// ---- TimedDrive ----
+
+void TimedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  const uint64_t submitted = model_.clock().NowNanos();
+  const uint64_t bytes = buf.size();
+  // The drive reads (its flash part waited out below it) inside Submit: the host part
+  // is charged when it is done.
+  inner_.SubmitRead(lba, buf, [this, submitted, bytes, done = std::move(done)](Status s) mutable {
+    held_.Push(std::move(done), std::move(s), model_.HostRead(bytes, true, submitted));
+  });
+}
+
+void TimedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {
+  const uint64_t ready = model_.HostWrite(buf.size(), /*engine=*/true);
+  inner_.SubmitWrite(lba, buf, HoldUntil(ready, std::move(done)));
+}
+
+void TimedDrive::SubmitWritePacked(Lba lba, std::span<const std::byte> buf,
+                                   std::shared_ptr<const PackedBlocks> packed, uint32_t first,
+                                   IoCallback done) {
+  // The host compressed these already (once for both copies of a mirror): an emulation
+  // shortcut. A real drive compresses each copy in its engine, so the model charges it.
+  const uint64_t ready = model_.HostWrite(buf.size(), /*engine=*/true);
+  inner_.SubmitWritePacked(lba, buf, std::move(packed), first, HoldUntil(ready, std::move(done)));
+}
+
+void TimedDrive::SubmitFlush(IoCallback done) {
+  inner_.SubmitFlush(HoldUntil(0, std::move(done)));  // TimedFlash below waits for NAND
+}
+
+Status TimedDrive::Read(Lba lba, std::span<std::byte> buf) {
+  const uint64_t submitted = model_.clock().NowNanos();
+  Status s = inner_.Read(lba, buf);
+  model_.WaitUntil(model_.HostRead(buf.size(), true, submitted));
+  return s;
+}
+
+void TimedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                          std::span<Status> results) {
+  const uint64_t submitted = model_.clock().NowNanos();
+  inner_.ReadMany(blocks, out, results);
+  model_.WaitUntil(model_.HostRead(BlocksToBytes(blocks.size()), true, submitted));
+}
+
+Status TimedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
+  const uint64_t submitted = model_.clock().NowNanos();
+  Status s = inner_.ReadStored(lba, out, stored);
+  model_.WaitUntil(model_.HostRead(out.size(), /*engine=*/false, submitted));
+  return s;
+}
+
+Status TimedDrive::WriteStored(Lba lba, std::span<const std::byte> data,
+                               std::span<const StoredBlock> stored) {
+  const uint64_t ready = model_.HostWrite(data.size(), /*engine=*/false);
+  Status s = inner_.WriteStored(lba, data, stored);
+  model_.WaitUntil(ready);
+  return s;
+}
+
+// ---- DriveTiming ----
+
+std::unique_ptr<DriveTiming> DriveTiming::Make(const DriveProfile& profile, Backend& flash,
+                                               const Clock& clock) {
+  auto t = std::unique_ptr<DriveTiming>(new DriveTiming());
+  t->model_ = std::make_unique<DriveModel>(profile, clock);
+  t->flash_ = std::make_unique<TimedFlash>(flash, *t->model_);
+  return t;
+}
+
+Backend& DriveTiming::Attach(Backend& drive) {
+  host_ = std::make_unique<TimedDrive>(drive, *model_);
+  return *host_;
+}
+
+}  // namespace eraid

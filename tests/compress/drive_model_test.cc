@@ -1,0 +1,288 @@
+// The drive timing model (compress/drive_model.h) on a manual clock: each figure below
+// is the model's arithmetic, checked against the profile it was given — so a change
+// that makes a read wait for the wrong unit, a program skip the buffer or a flush ignore
+// power-loss protection fails here. And its layers (compress/timed_backend.h): a
+// completion is not delivered before its modeled time, and data passes unchanged.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/data_gen.h"
+#include "compress/compressed_drive.h"
+#include "compress/drive_model.h"
+#include "compress/mem_backend.h"
+#include "compress/timed_backend.h"
+
+namespace eraid {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+
+// A small drive with round numbers: 2 channels x 2 dies, 16 KiB pages, tR 50 us,
+// tPROG 500, tBERS 2000, 4 KiB moves over a channel in 2 us (2048 MB/s), no host caps.
+DriveProfile Small() {
+  auto p = ParseDriveProfile(
+      "nvme-tlc,channels=2,dies_per_channel=2,page_bytes=16384,read_us=50,program_us=500,"
+      "erase_us=2000,channel_mb_s=2048,host_read_mb_s=0,host_write_mb_s=0,"
+      "controller_read_us=0,controller_write_us=0,write_buffer_bytes=65536,plp=0,"
+      "program_suspend=0");
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return *p;
+}
+
+TEST(DriveProfileTest, NamedProfilesAndOverrides) {
+  for (const auto& name : DriveProfileNames()) {
+    auto p = ParseDriveProfile(name);
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ(p->name, name);
+    EXPECT_EQ(p->Spec(), name) << "a named profile's spec is its name";
+  }
+  auto p = ParseDriveProfile("csd,read_us=80,time_scale=20,plp=off");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->read_us, 80);
+  EXPECT_EQ(p->time_scale, 20);
+  EXPECT_FALSE(p->plp);
+  auto again = ParseDriveProfile(p->Spec());
+  ASSERT_TRUE(again.ok()) << p->Spec();
+  EXPECT_EQ(again->Spec(), p->Spec());
+  EXPECT_EQ(again->read_us, 80);
+  EXPECT_FALSE(ParseDriveProfile("none").value().enabled());
+}
+
+TEST(DriveProfileTest, BadSpecsSayWhatIsWrong) {
+  struct Case {
+    const char* spec;
+    const char* says;
+  } cases[] = {{"", "give a profile"},
+               {"optane", "no profile 'optane'"},
+               {"csd,read_us", "not key=value"},
+               {"csd,speed=9", "no key 'speed'"},
+               {"csd,read_us=-1", "bad value for read_us"},
+               {"csd,channels=2.5", "bad value for channels"},
+               {"csd,page_bytes=5000", "bad value for page_bytes"},
+               {"csd,plp=maybe", "bad value for plp"},
+               {"csd,time_scale=0", "bad value for time_scale"},
+               {"none,read_us=3", "takes no key"}};
+  for (const Case& c : cases) {
+    auto p = ParseDriveProfile(c.spec);
+    ASSERT_FALSE(p.ok()) << c.spec;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(c.says), std::string::npos)
+        << c.spec << ": " << p.status().message();
+  }
+}
+
+TEST(DriveProfileTest, DerivedFiguresMatchTheirDatasheets) {
+  // sata-ssd is Kingston DC600M 960 GB: 94k / 65k random 4 KiB IOPS.
+  auto sata = ParseDriveProfile("sata-ssd").value();
+  EXPECT_NEAR(sata.RandomReadIops(), 94000, 1);
+  EXPECT_NEAR(sata.RandomWriteIops(), 65000, 1);
+  // nvme-tlc: ~1M random reads/s at ~65 us idle latency.
+  auto nvme = ParseDriveProfile("nvme-tlc").value();
+  EXPECT_NEAR(nvme.RandomReadIops(), 1e6, 1);
+  EXPECT_NEAR(nvme.ReadLatencyUs(), 65, 1);
+  // The csd's engine is not its bottleneck at 4 KiB: its units are (32 / 70 us).
+  auto csd = ParseDriveProfile("csd").value();
+  EXPECT_NEAR(csd.RandomReadIops(), 32 / 70e-6, 1);
+}
+
+TEST(DriveModelTest, AnIdleReadTakesSenseAndTransfer) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  const uint64_t now = clock.NowNanos();
+  EXPECT_EQ(m.FlashRead(0, 4096), now + 50 * kUs + 2 * kUs);
+  // A record that straddles two pages senses both, on two units (1 and 2), in parallel.
+  DriveModel fresh(Small(), clock);
+  EXPECT_EQ(fresh.FlashRead(2 * 16384 - 1024, 2048), now + 50 * kUs + kUs / 2);
+}
+
+TEST(DriveModelTest, ReadsSpreadOverUnitsAndQueueOnOne) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  const uint64_t now = clock.NowNanos();
+  // Pages 0..3 lie on units 0..3: all sensed together; units 0 and 2 share channel 0,
+  // so the second transfer there waits 2 us for the first.
+  uint64_t ends[4];
+  for (int p = 0; p < 4; ++p) ends[p] = m.FlashRead(uint64_t(p) * 16384, 4096);
+  EXPECT_EQ(ends[0], now + 52 * kUs);
+  EXPECT_EQ(ends[1], now + 52 * kUs);
+  EXPECT_EQ(ends[2], now + 54 * kUs);
+  EXPECT_EQ(ends[3], now + 54 * kUs);
+  // Page 4 is on unit 0 again: it waits for that unit's first sense.
+  EXPECT_EQ(m.FlashRead(4 * 16384, 4096), now + 100 * kUs + 2 * kUs);
+}
+
+TEST(DriveModelTest, WritesCompleteIntoTheBufferUntilItIsFull) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  const uint64_t now = clock.NowNanos();
+  // The buffer holds 4 pages: four page writes are taken at once.
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(m.FlashWrite(uint64_t(p) * 16384, 16384), now) << p;
+  // The fifth waits for the first program: 16 KiB over the channel (8 us), then 500 us.
+  EXPECT_EQ(m.FlashWrite(4 * 16384, 16384), now + 508 * kUs);
+  // Without power-loss protection a flush waits for every program; the fifth page is
+  // on unit 0 again, after the first: admitted at 508, moved by 516, programmed by 1016.
+  EXPECT_EQ(m.FlashFlush(), now + 1016 * kUs);
+  EXPECT_EQ(m.stats().flash_programs, 5u);
+}
+
+TEST(DriveModelTest, APartialPageIsProgrammedOnceByTheWriteThatFinishesIt) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  m.FlashWrite(0, 4096);
+  m.FlashWrite(4096, 8192);
+  EXPECT_EQ(m.stats().flash_programs, 0u);
+  m.FlashWrite(12288, 4096 + 16384);  // finishes page 0, and all of page 1
+  EXPECT_EQ(m.stats().flash_programs, 2u);
+}
+
+TEST(DriveModelTest, PowerLossProtectionMakesAFlushImmediate) {
+  auto p = Small();
+  p.plp = true;
+  ManualClock clock(1000 * kUs);
+  DriveModel m(p, clock);
+  m.FlashWrite(0, 16384);
+  EXPECT_EQ(m.FlashFlush(), clock.NowNanos());
+}
+
+TEST(DriveModelTest, ReadsWaitForProgramsUnlessTheySuspendThem) {
+  for (bool suspend : {false, true}) {
+    auto p = Small();
+    p.program_suspend = suspend;
+    p.suspend_us = 10;
+    ManualClock clock(1000 * kUs);
+    DriveModel m(p, clock);
+    const uint64_t now = clock.NowNanos();
+    m.FlashWrite(0, 16384);  // unit 0 programs from 8 us to 508 us
+    const uint64_t read = m.FlashRead(0, 4096);
+    if (suspend) {
+      EXPECT_EQ(read, now + 10 * kUs + 50 * kUs + 2 * kUs);
+    } else {
+      EXPECT_EQ(read, now + 508 * kUs + 50 * kUs + 2 * kUs);
+    }
+  }
+}
+
+TEST(DriveModelTest, AnEraseHoldsTheUnitsOfItsBlock) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  const uint64_t now = clock.NowNanos();
+  EXPECT_EQ(m.FlashErase(0, 2 * 16384), now + 2000 * kUs);  // units 0 and 1
+  EXPECT_EQ(m.FlashRead(2 * 16384, 4096), now + 52 * kUs);   // unit 2 is free
+  EXPECT_EQ(m.FlashRead(16384, 4096), now + 2052 * kUs);     // unit 1 is not
+  EXPECT_EQ(m.stats().erases, 2u);
+}
+
+TEST(DriveModelTest, TimeScaleStretchesEveryDuration) {
+  auto p = Small();
+  p.time_scale = 10;
+  ManualClock clock(1000 * kUs);
+  DriveModel m(p, clock);
+  EXPECT_EQ(m.FlashRead(0, 4096), clock.NowNanos() + 520 * kUs);
+}
+
+TEST(DriveModelTest, HostSideChargesControllerLinkAndEngine) {
+  auto p = ParseDriveProfile(
+               "csd,controller_read_us=2,controller_write_us=3,host_read_mb_s=4096,"
+               "host_write_mb_s=2048,compress_mb_s=1024,decompress_mb_s=4096")
+               .value();
+  ManualClock clock(1000 * kUs);
+  DriveModel m(p, clock);
+  const uint64_t now = clock.NowNanos();
+  // A write: 3 us command, 2 us over the link, 4 us through the compression engine.
+  EXPECT_EQ(m.HostWrite(4096, true), now + 9 * kUs);
+  // A copied record skips the engine; it queues behind the first on controller and link.
+  EXPECT_EQ(m.HostWrite(4096, false), now + 3 * kUs + 3 * kUs + 2 * kUs);
+  // Reads use the link's other direction but the same controller (busy until 6 us) and
+  // engine (busy until 9 us): 2 us command, then 1 us decompressing, 1 us on the link.
+  EXPECT_EQ(m.HostRead(4096, true), now + 9 * kUs + 1 * kUs + 1 * kUs);
+  const DriveModelStats s = m.stats();
+  EXPECT_EQ(s.ops, 3u);
+  EXPECT_GT(s.queued_share(), 0.0);
+}
+
+TEST(DriveModelTest, StatsCountInFlightAndQueueing) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  for (int i = 0; i < 3; ++i) m.HostRead(4096, true);
+  EXPECT_EQ(m.stats().in_flight, 0u) << "no host cost in Small(): done at once";
+  auto p = Small();
+  p.controller_read_us = 10;
+  DriveModel slow(p, clock);
+  for (int i = 0; i < 3; ++i) slow.HostRead(4096, true);
+  EXPECT_EQ(slow.stats().in_flight, 3u);
+  clock.AdvanceNanos(25 * kUs);
+  DriveModelStats s = slow.stats();
+  EXPECT_EQ(s.in_flight, 1u);
+  EXPECT_EQ(s.latency_ns, (10 + 20 + 30) * kUs);
+}
+
+// The layers on a manual clock: an async write's completion is held until its time.
+TEST(TimedLayersTest, CompletionsWaitForTheirModeledTime) {
+  ManualClock clock(1000 * kUs);
+  MemBackend mem(1024);
+  auto p = Small();
+  p.plp = false;
+  auto timing = DriveTiming::Make(p, mem, clock);
+  Backend& flash = timing->flash();
+  std::vector<std::byte> page(16384, std::byte{7});
+  int done = 0;
+  // Fill the buffer (4 pages), then one more: that one waits for the first program.
+  for (int i = 0; i < 5; ++i)
+    flash.SubmitWrite(Lba(uint64_t(i) * 4), page, [&](Status s) {
+      EXPECT_TRUE(s.ok());
+      ++done;
+    });
+  while (flash.Poll(false) > 0) {
+  }
+  EXPECT_EQ(done, 4);
+  EXPECT_EQ(flash.in_flight(), 1u);
+  clock.AdvanceNanos(508 * kUs);
+  flash.Poll(false);
+  EXPECT_EQ(done, 5);
+  std::vector<std::byte> back(16384);
+  ASSERT_TRUE(flash.Read(Lba(16), back).ok());
+  EXPECT_EQ(back, page);
+}
+
+// A drive between the layers, on the real clock with a fast profile: its data and its
+// own erases pass through, and the model sees the programs, reads and erases.
+TEST(TimedLayersTest, AnEmulatedDriveRunsBetweenThem) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  MemBackend mem(512);
+  auto timing = DriveTiming::Make(ParseDriveProfile("nvme-tlc,time_scale=0.01").value(), mem);
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.expansion = 1.0;
+  o.timing = &timing->model();
+  auto drive = CompressedDrive::Format(timing->flash(), o);
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  Backend& dev = timing->Attach(**drive);
+  ASSERT_GE(dev.capacity_blocks(), 128u);
+  std::vector<std::vector<std::byte>> want(128);
+  for (int round = 0; round < 16; ++round) {
+    for (uint64_t lba = 0; lba < want.size(); ++lba) {
+      want[lba].resize(kBlockSize);
+      FillBlockWithCompressibility(want[lba], 50, rng);
+      Status w = dev.Write(Lba(lba), want[lba]);
+      ASSERT_TRUE(w.ok()) << w.ToString();
+    }
+    ASSERT_TRUE(dev.Flush().ok());
+  }
+  std::vector<std::byte> back(kBlockSize);
+  for (uint64_t lba = 0; lba < want.size(); ++lba) {
+    ASSERT_TRUE(dev.Read(Lba(lba), back).ok());
+    ASSERT_EQ(back, want[lba]) << "lba " << lba;
+  }
+  const DriveModelStats s = timing->model().stats();
+  EXPECT_GT(s.flash_programs, 0u);
+  EXPECT_GT(s.flash_reads, 0u);
+  EXPECT_GT(s.erases, 0u) << "16 overwrites of a drive without expansion make it collect";
+  EXPECT_GE(s.ops, 128u * 17);
+  ASSERT_TRUE((*drive)->CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace eraid
