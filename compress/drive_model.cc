@@ -80,23 +80,37 @@ bool ToBool(const std::string& v, bool* out) {
   if (v == "0" || v == "off" || v == "false") return *out = false, true;
   return false;
 }
-#define ERAID_US(field) \
-  {#field, [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); }}
-#define ERAID_RATE(field) \
-  {#field, [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); }}
+#define ERAID_US(field)                                                                          \
+  {                                                                                              \
+#field, [](DriveProfile & p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); } \
+  }
+#define ERAID_RATE(field)                                                                        \
+  {                                                                                              \
+#field, [](DriveProfile & p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); } \
+  }
 const std::map<std::string, Setter>& Setters() {
   static const std::map<std::string, Setter> setters{
-      {"channels", [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.channels, 1, 64); }},
+      {"channels",
+       [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.channels, 1, 64); }},
       {"dies_per_channel",
-       [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.dies_per_channel, 1, 64); }},
+       [](DriveProfile& p, const std::string& v) {
+         return ToWhole(v, &p.dies_per_channel, 1, 64);
+       }},
       {"page_bytes",
        [](DriveProfile& p, const std::string& v) {
          return ToWhole(v, &p.page_bytes, 4096, 1 << 20) && p.page_bytes % 4096 == 0;
        }},
-      ERAID_US(read_us), ERAID_US(program_us), ERAID_US(erase_us), ERAID_US(controller_read_us),
-      ERAID_US(controller_write_us), ERAID_US(suspend_us),
-      ERAID_RATE(channel_mb_s), ERAID_RATE(host_read_mb_s), ERAID_RATE(host_write_mb_s),
-      ERAID_RATE(compress_mb_s), ERAID_RATE(decompress_mb_s),
+      ERAID_US(read_us),
+      ERAID_US(program_us),
+      ERAID_US(erase_us),
+      ERAID_US(controller_read_us),
+      ERAID_US(controller_write_us),
+      ERAID_US(suspend_us),
+      ERAID_RATE(channel_mb_s),
+      ERAID_RATE(host_read_mb_s),
+      ERAID_RATE(host_write_mb_s),
+      ERAID_RATE(compress_mb_s),
+      ERAID_RATE(decompress_mb_s),
       {"write_buffer_bytes",
        [](DriveProfile& p, const std::string& v) {
          return ToWhole(v, &p.write_buffer_bytes, 65536, double(1ull << 34));
@@ -104,8 +118,8 @@ const std::map<std::string, Setter>& Setters() {
       {"plp", [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.plp); }},
       {"program_suspend",
        [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.program_suspend); }},
-      {"time_scale",
-       [](DriveProfile& p, const std::string& v) { return ToDouble(v, &p.time_scale, 0.001, 1e6); }},
+      {"time_scale", [](DriveProfile& p,
+                        const std::string& v) { return ToDouble(v, &p.time_scale, 0.001, 1e6); }},
   };
   return setters;
 }
@@ -210,13 +224,44 @@ double DriveProfile::ReadLatencyUs() const {
          xfer(host_read_mb_s);
 }
 
+double DriveProfile::ExpectedIops(uint32_t qd, bool reads) const {
+  auto xfer = [](double mb_s) { return mb_s > 0 ? kBlock / mb_s : 0.0; };  // us per 4 KiB
+  struct Station {
+    double count, demand_us;  // identical stations, and each one's demand per I/O
+  };
+  std::vector<Station> st;
+  if (reads) {
+    st = {{double(units()), read_us / units()},
+          {double(channels), xfer(channel_mb_s) / channels},
+          {1, controller_read_us},
+          {1, xfer(decompress_mb_s)},
+          {1, xfer(host_read_mb_s)}};
+  } else {
+    st = {{1, controller_write_us}, {1, xfer(host_write_mb_s)}, {1, xfer(compress_mb_s)}};
+  }
+  std::vector<double> queue(st.size(), 0.0);
+  double x = 0;
+  for (uint32_t k = 1; k <= qd; ++k) {
+    double total = 0;
+    std::vector<double> r(st.size());
+    for (size_t i = 0; i < st.size(); ++i) {
+      r[i] = st[i].demand_us * (1 + queue[i]);
+      total += st[i].count * r[i];
+    }
+    x = total > 0 ? k / total : 0;
+    for (size_t i = 0; i < st.size(); ++i) queue[i] = x * r[i];
+  }
+  const double iops = x * 1e6;
+  return reads ? iops : std::min(iops > 0 ? iops : RandomWriteIops(), RandomWriteIops());
+}
+
 DriveModel::DriveModel(const DriveProfile& profile, const Clock& clock)
     : p_(profile),
       clock_(clock),
       start_ns_(clock.NowNanos()),
-      unit_free_(profile.units(), 0),
-      unit_read_free_(profile.units(), 0),
-      channel_free_(profile.channels, 0) {
+      unit_reads_(profile.units()),
+      unit_programs_(profile.units()),
+      channels_(profile.channels) {
   ERAID_CHECK(p_.enabled() && p_.units() > 0 && p_.page_bytes >= 4096);
   stats_.units = p_.units();
 }
@@ -233,26 +278,68 @@ uint64_t DriveModel::TransferNs(uint64_t bytes, double mb_s) const {
   return mb_s > 0 ? static_cast<uint64_t>(double(bytes) * 1e3 / mb_s * p_.time_scale) : 0;
 }
 
-uint64_t DriveModel::Take(uint64_t* timeline, uint64_t at, uint64_t ns) {
-  const uint64_t end = std::max(at, *timeline) + ns;
-  *timeline = end;
-  return end;
+uint64_t Calendar::FirstGap(uint64_t at, uint64_t ns) const {
+  uint64_t t = at;
+  for (const auto& [start, end] : r_) {
+    if (end <= t) continue;
+    if (start >= t + ns) break;  // fits before this one
+    t = end;
+  }
+  return t;
+}
+
+bool Calendar::Covers(uint64_t t) const {
+  for (const auto& [start, end] : r_) {
+    if (start > t) return false;
+    if (end > t) return true;
+  }
+  return false;
+}
+
+void Calendar::Add(uint64_t start, uint64_t ns) {
+  if (ns == 0) return;
+  auto it = std::lower_bound(r_.begin(), r_.end(), std::make_pair(start, uint64_t{0}));
+  ERAID_CHECK(it == r_.end() || it->first >= start + ns);
+  ERAID_CHECK(it == r_.begin() || std::prev(it)->second <= start);
+  r_.insert(it, {start, start + ns});
+}
+
+void Calendar::Prune(uint64_t now) {
+  size_t done = 0;
+  while (done < r_.size() && r_[done].second <= now) ++done;
+  r_.erase(r_.begin(), r_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+uint64_t DriveModel::Take(Calendar* c, uint64_t at, uint64_t ns, Calendar* also) {
+  c->Prune(now_);
+  if (also) also->Prune(now_);
+  uint64_t t = c->FirstGap(at, ns);
+  while (also) {
+    const uint64_t t2 = also->FirstGap(t, ns);
+    if (t2 == t) break;
+    t = c->FirstGap(t2, ns);
+  }
+  c->Add(t, ns);
+  return t + ns;
 }
 
 uint64_t DriveModel::TakeUnitForRead(uint32_t u, uint64_t at, uint64_t ns) {
   stats_.unit_busy_ns += ns;
-  if (!p_.program_suspend) return Take(&unit_free_[u], at, ns);
-  const uint64_t start = std::max(at, unit_read_free_[u]);
-  if (unit_free_[u] > start) {
-    // A program or erase holds the unit: suspended for the read, it resumes later.
-    const uint64_t held = Ns(p_.suspend_us) + ns;
-    unit_free_[u] += held;
-    unit_read_free_[u] = start + held;
-    return start + held;
-  }
-  unit_read_free_[u] = start + ns;
-  unit_free_[u] = start + ns;
+  if (!p_.program_suspend) return Take(&unit_reads_[u], at, ns, &unit_programs_[u]);
+  unit_reads_[u].Prune(now_);
+  unit_programs_[u].Prune(now_);
+  uint64_t start = unit_reads_[u].FirstGap(at, ns);
+  // A program or erase holds the unit then: suspended, it lets the read in.
+  if (unit_programs_[u].Covers(start))
+    start = unit_reads_[u].FirstGap(start + Ns(p_.suspend_us), ns);
+  unit_reads_[u].Add(start, ns);
   return start + ns;
+}
+
+uint64_t DriveModel::TakeUnitForProgram(uint32_t u, uint64_t at, uint64_t ns) {
+  stats_.unit_busy_ns += ns;
+  // Suspendable programs go on beside the reads (which suspend them); others wait for them.
+  return Take(&unit_programs_[u], at, ns, p_.program_suspend ? nullptr : &unit_reads_[u]);
 }
 
 void DriveModel::Account(uint64_t now, uint64_t end, uint64_t service_ns) {
@@ -267,6 +354,7 @@ uint64_t DriveModel::FlashRead(uint64_t offset_bytes, uint64_t length_bytes) {
   if (length_bytes == 0) return clock_.NowNanos();
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   const uint64_t first = offset_bytes / p_.page_bytes;
   const uint64_t last = (offset_bytes + length_bytes - 1) / p_.page_bytes;
   uint64_t end = now;
@@ -275,7 +363,7 @@ uint64_t DriveModel::FlashRead(uint64_t offset_bytes, uint64_t length_bytes) {
     const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
     const Page at = PageAt(page);
     const uint64_t sensed = TakeUnitForRead(at.unit, now, Ns(p_.read_us));
-    end = std::max(end, Take(&channel_free_[at.channel], sensed, TransferNs(hi - lo, p_.channel_mb_s)));
+    end = std::max(end, Take(&channels_[at.channel], sensed, TransferNs(hi - lo, p_.channel_mb_s)));
     ++stats_.flash_reads;
   }
   return end;
@@ -285,6 +373,7 @@ uint64_t DriveModel::FlashWrite(uint64_t offset_bytes, uint64_t length_bytes) {
   if (length_bytes == 0) return clock_.NowNanos();
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   // Room in the buffer, first come first served: programs that have ended free theirs.
   uint64_t admit = std::max(now, last_admit_);
   auto release_until = [&](uint64_t t) {
@@ -309,10 +398,10 @@ uint64_t DriveModel::FlashWrite(uint64_t offset_bytes, uint64_t length_bytes) {
     const uint64_t lo = std::max(offset_bytes, page * p_.page_bytes);
     const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
     const Page at = PageAt(page);
-    const uint64_t moved = Take(&channel_free_[at.channel], admit, TransferNs(hi - lo, p_.channel_mb_s));
+    const uint64_t moved =
+        Take(&channels_[at.channel], admit, TransferNs(hi - lo, p_.channel_mb_s));
     if (hi < (page + 1) * p_.page_bytes) continue;  // unfinished: no program yet
-    const uint64_t programmed = Take(&unit_free_[at.unit], moved, Ns(p_.program_us));
-    stats_.unit_busy_ns += Ns(p_.program_us);
+    const uint64_t programmed = TakeUnitForProgram(at.unit, moved, Ns(p_.program_us));
     ++stats_.flash_programs;
     programs_.push({programmed, p_.page_bytes});
     buffered_bytes_ += p_.page_bytes;
@@ -324,14 +413,14 @@ uint64_t DriveModel::FlashWrite(uint64_t offset_bytes, uint64_t length_bytes) {
 uint64_t DriveModel::FlashErase(uint64_t offset_bytes, uint64_t length_bytes) {
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   const uint64_t first = offset_bytes / p_.page_bytes;
   const uint64_t pages = std::max<uint64_t>(1, (length_bytes + p_.page_bytes - 1) / p_.page_bytes);
   uint64_t end = now;
   // An erase block spans one block on each unit the range's pages lie on.
   for (uint64_t i = 0; i < std::min<uint64_t>(pages, p_.units()); ++i) {
     const Page at = PageAt(first + i);
-    end = std::max(end, Take(&unit_free_[at.unit], now, Ns(p_.erase_us)));
-    stats_.unit_busy_ns += Ns(p_.erase_us);
+    end = std::max(end, TakeUnitForProgram(at.unit, now, Ns(p_.erase_us)));
     ++stats_.erases;
   }
   last_program_end_ = std::max(last_program_end_, end);
@@ -341,19 +430,22 @@ uint64_t DriveModel::FlashErase(uint64_t offset_bytes, uint64_t length_bytes) {
 uint64_t DriveModel::FlashFlush() {
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   return p_.plp ? std::max(now, last_admit_) : std::max(now, last_program_end_);
 }
 
-uint64_t DriveModel::HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns) {
+uint64_t DriveModel::HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns,
+                              uint64_t flash_done_ns) {
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   const uint64_t commands = std::max<uint64_t>(1, logical_bytes / kBlockSize);
   const uint64_t ctrl = commands * Ns(p_.controller_read_us);
   const uint64_t dec = engine ? TransferNs(logical_bytes, p_.decompress_mb_s) : 0;
   const uint64_t xfer = TransferNs(logical_bytes, p_.host_read_mb_s);
-  uint64_t t = Take(&controller_free_, now, ctrl);
-  if (dec) t = Take(&engine_free_, t, dec);
-  t = Take(&link_out_free_, t, xfer);
+  uint64_t t = Take(&controller_, std::max(now, flash_done_ns), ctrl);
+  if (dec) t = Take(&engine_, t, dec);
+  t = Take(&link_out_, t, xfer);
   // Served: what an idle drive takes for it, a page sensed and moved per block included
   // (a block served from the drive's RAM takes less: then all of it counts as served).
   const uint64_t service =
@@ -366,13 +458,14 @@ uint64_t DriveModel::HostRead(uint64_t logical_bytes, bool engine, uint64_t subm
 uint64_t DriveModel::HostWrite(uint64_t logical_bytes, bool engine) {
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  now_ = now;
   const uint64_t commands = std::max<uint64_t>(1, logical_bytes / kBlockSize);
   const uint64_t ctrl = commands * Ns(p_.controller_write_us);
   const uint64_t xfer = TransferNs(logical_bytes, p_.host_write_mb_s);
   const uint64_t comp = engine ? TransferNs(logical_bytes, p_.compress_mb_s) : 0;
-  uint64_t t = Take(&controller_free_, now, ctrl);
-  t = Take(&link_in_free_, t, xfer);
-  if (comp) t = Take(&engine_free_, t, comp);
+  uint64_t t = Take(&controller_, now, ctrl);
+  t = Take(&link_in_, t, xfer);
+  if (comp) t = Take(&engine_, t, comp);
   Account(now, t, ctrl + xfer + comp);
   return t;
 }

@@ -20,10 +20,12 @@
 //     pages leave the buffer when their programs end. A write that does not fit waits
 //     for room, first come first served. A flush waits for every program, unless the
 //     buffer is power-loss protected (plp), when it completes at once.
-//   - Queueing: each unit, channel, the controller, link and engine is a timeline (busy
-//     until); an operation starts on each when both it and the timeline are free. With
-//     program_suspend, a read finds a programming or erasing unit and suspends it
-//     (suspend_us), and the program resumes later by as long as the read held the unit.
+//   - Queueing: each unit, channel, the controller, link and engine keeps a calendar of
+//     its reservations; an operation takes the first gap that fits from when it is ready.
+//     (A plain busy-until time would make a read that is ready late — queued on a busy
+//     die — hold the channel and controller for every read ready before it.) With
+//     program_suspend, a read that finds its unit programming or erasing suspends it
+//     (suspend_us) instead of waiting; the program's resume delay is not modeled.
 //
 // The model holds no data and does no I/O: callers (TimedFlash, TimedDrive in
 // timed_backend.h) ask it when an operation completes and release the operation then.
@@ -58,10 +60,10 @@ struct DriveProfile {
   double controller_read_us = 1, controller_write_us = 1;
   double compress_mb_s = 0, decompress_mb_s = 0;  // 0: no engine time
   uint64_t write_buffer_bytes = 8ull << 20;
-  bool plp = true;               // the buffer survives power loss: flush at once
-  bool program_suspend = true;   // reads suspend programs and erases
-  double suspend_us = 10;        // what a suspend and resume cost the read
-  double time_scale = 1;         // every duration times this (>= 1 slows the drive)
+  bool plp = true;              // the buffer survives power loss: flush at once
+  bool program_suspend = true;  // reads suspend programs and erases
+  double suspend_us = 10;       // what a suspend and resume cost the read
+  double time_scale = 1;        // every duration times this (>= 1 slows the drive)
 
   bool enabled() const { return name != "none"; }
   uint32_t units() const { return channels * dies_per_channel; }
@@ -69,6 +71,12 @@ struct DriveProfile {
   double RandomReadIops() const;   // 4 KiB, at a queue depth that fills every unit
   double RandomWriteIops() const;  // 4 KiB, sustained (the buffer draining to NAND)
   double ReadLatencyUs() const;    // 4 KiB at queue depth 1, idle drive
+  // The curve the model should give for 4 KiB random I/O at queue depth `qd` (unscaled
+  // IOPS): mean value analysis of the drive as a closed queueing network (units and
+  // channels chosen at random, one controller, link and engine); writes capped by the
+  // NAND's program rate. Random choice makes units collide: at a queue depth equal to the
+  // unit count about half of them are busy, not all.
+  double ExpectedIops(uint32_t qd, bool reads) const;
   // "name[,key=value...]" as `--drive-model` takes it; Spec() writes it back.
   std::string Spec() const;
 };
@@ -81,14 +89,14 @@ Result<DriveProfile> ParseDriveProfile(const std::string& spec);
 
 // Counters of a modeled drive since it was made: ops and where their time went.
 struct DriveModelStats {
-  uint64_t ops = 0;                // host and flash operations charged
+  uint64_t ops = 0;                                          // host and flash operations charged
   uint64_t flash_reads = 0, flash_programs = 0, erases = 0;  // NAND operations (pages, blocks)
-  uint64_t latency_ns = 0;         // sum over ops of (completion - submission)
-  uint64_t service_ns = 0;         // of which the op's own work (its longest path)
-  uint64_t unit_busy_ns = 0;       // sum over the NAND units of their busy time
-  uint64_t elapsed_ns = 0;         // since the model was made
+  uint64_t latency_ns = 0;    // sum over ops of (completion - submission)
+  uint64_t service_ns = 0;    // of which the op's own work (its longest path)
+  uint64_t unit_busy_ns = 0;  // sum over the NAND units of their busy time
+  uint64_t elapsed_ns = 0;    // since the model was made
   uint32_t units = 0;
-  uint32_t in_flight = 0;          // operations not yet complete now
+  uint32_t in_flight = 0;  // operations not yet complete now
   // Share of the NAND units' time spent busy since the model was made.
   double utilization() const {
     return elapsed_ns && units ? static_cast<double>(unit_busy_ns) / (double(elapsed_ns) * units)
@@ -104,11 +112,24 @@ struct DriveModelStats {
   }
 };
 
+// A resource's reservations: [start, end) intervals, sorted and disjoint.
+class Calendar {
+ public:
+  // The earliest start >= at where [start, start + ns) overlaps no reservation.
+  uint64_t FirstGap(uint64_t at, uint64_t ns) const;
+  bool Covers(uint64_t t) const;  // a reservation holds time t
+  void Add(uint64_t start, uint64_t ns);
+  void Prune(uint64_t now);  // forgets the reservations that have ended
+  size_t size() const { return r_.size(); }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> r_;
+};
+
 class DriveModel {
  public:
   // REQUIRES: profile.enabled(). `clock` must outlive the model.
-  explicit DriveModel(const DriveProfile& profile,
-                      const Clock& clock = SystemClock::Default());
+  explicit DriveModel(const DriveProfile& profile, const Clock& clock = SystemClock::Default());
 
   const DriveProfile& profile() const { return p_; }
   const Clock& clock() const { return clock_; }
@@ -120,10 +141,11 @@ class DriveModel {
   uint64_t FlashErase(uint64_t offset_bytes, uint64_t length_bytes);
   uint64_t FlashFlush();
   // Host side (TimedDrive, over the emulated drive): the commands (one per 4 KiB), their
-  // link transfer and (engine) their (de)compression. A read's flash part has been
-  // waited for already: it was submitted at `submitted_ns` (0 = now), and its whole
-  // latency is counted from then.
-  uint64_t HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns = 0);
+  // link transfer and (engine) their (de)compression. A read was submitted at
+  // `submitted_ns` (0 = now; its whole latency is counted from then) and its flash part
+  // ends at `flash_done_ns` (0 = now): the host part follows it.
+  uint64_t HostRead(uint64_t logical_bytes, bool engine, uint64_t submitted_ns = 0,
+                    uint64_t flash_done_ns = 0);
   uint64_t HostWrite(uint64_t logical_bytes, bool engine);
 
   // Sleeps until the clock reads `ready_ns` (a SystemClock: the thread sleeps with a
@@ -138,22 +160,25 @@ class DriveModel {
     uint32_t channel;
   };
   Page PageAt(uint64_t page) const;
-  uint64_t Ns(double us) const;                     // scaled microseconds
+  uint64_t Ns(double us) const;                            // scaled microseconds
   uint64_t TransferNs(uint64_t bytes, double mb_s) const;  // scaled; 0 when mb_s is 0
-  // Occupies `timeline` for `ns` from max(at, timeline): returns the end.
-  static uint64_t Take(uint64_t* timeline, uint64_t at, uint64_t ns);
-  // A read's use of unit u from `at` for `ns`; suspends a program there if allowed.
+  // Reserves `ns` in the first gap from `at` free on every calendar given (the first is
+  // where it is added): returns the end.
+  uint64_t Take(Calendar* c, uint64_t at, uint64_t ns, Calendar* also = nullptr);
+  // A read's sense on unit u from `at` for `ns`, suspending a program there if allowed.
   uint64_t TakeUnitForRead(uint32_t u, uint64_t at, uint64_t ns);  // REQUIRES: mu_ held
+  // A program or erase on unit u. REQUIRES: mu_ held.
+  uint64_t TakeUnitForProgram(uint32_t u, uint64_t at, uint64_t ns);
   void Account(uint64_t now, uint64_t end, uint64_t service_ns);  // REQUIRES: mu_ held
 
   const DriveProfile p_;
   const Clock& clock_;
   const uint64_t start_ns_;
   mutable std::mutex mu_;
-  std::vector<uint64_t> unit_free_;       // busy until (programs, erases, reads)
-  std::vector<uint64_t> unit_read_free_;  // with suspend: the reads' own timeline
-  std::vector<uint64_t> channel_free_;
-  uint64_t controller_free_ = 0, link_in_free_ = 0, link_out_free_ = 0, engine_free_ = 0;
+  std::vector<Calendar> unit_reads_, unit_programs_;  // programs and erases
+  std::vector<Calendar> channels_;
+  Calendar controller_, link_in_, link_out_, engine_;
+  uint64_t now_ = 0;  // the clock at the call under way: reservations before it are pruned
   // The write buffer: bytes held now, the programs that release them (end, bytes), and
   // the last admission (first come, first served).
   uint64_t buffered_bytes_ = 0;

@@ -4,6 +4,36 @@
 
 namespace eraid {
 
+namespace {
+// A TimedDrive read under way on this thread: the flash reads below it add their ready
+// times here instead of sleeping (see timed_backend.h).
+struct DeferredWait {
+  bool active = false;
+  uint64_t until = 0;
+};
+thread_local DeferredWait t_deferred;
+
+// Sleeps until `ready`, or leaves it to the TimedDrive read this thread is inside.
+void WaitOrDefer(const DriveModel& model, uint64_t ready) {
+  if (t_deferred.active) {
+    t_deferred.until = std::max(t_deferred.until, ready);
+  } else {
+    model.WaitUntil(ready);
+  }
+}
+
+// TimedDrive's side: collects the flash part's ready time of the reads made in scope.
+class DeferScope {
+ public:
+  DeferScope() : outer_(t_deferred) { t_deferred = {true, 0}; }
+  ~DeferScope() { t_deferred = outer_; }
+  uint64_t until() const { return t_deferred.until; }
+
+ private:
+  const DeferredWait outer_;
+};
+}  // namespace
+
 TimedLayer::TimedLayer(Backend& inner, DriveModel& model)
     : inner_(inner), model_(model), held_(model.clock()) {}
 
@@ -57,23 +87,24 @@ void TimedFlash::SubmitFlush(IoCallback done) {
 Status TimedFlash::Read(Lba lba, std::span<std::byte> buf) {
   const uint64_t ready = model_.FlashRead(BlocksToBytes(lba.value), buf.size());
   Status s = inner_.Read(lba, buf);
-  model_.WaitUntil(ready);
+  WaitOrDefer(model_, ready);
   return s;
 }
 
 Status TimedFlash::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   const uint64_t ready = model_.FlashRead(offset_bytes, out.size());
   Status s = inner_.ReadBytes(offset_bytes, out);
-  model_.WaitUntil(ready);
+  WaitOrDefer(model_, ready);
   return s;
 }
 
 void TimedFlash::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                           std::span<Status> results) {
   uint64_t ready = 0;
-  for (Lba b : blocks) ready = std::max(ready, model_.FlashRead(BlocksToBytes(b.value), kBlockSize));
+  for (Lba b : blocks)
+    ready = std::max(ready, model_.FlashRead(BlocksToBytes(b.value), kBlockSize));
   inner_.ReadMany(blocks, out, results);
-  model_.WaitUntil(ready);
+  WaitOrDefer(model_, ready);
 }
 
 void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
@@ -82,7 +113,7 @@ void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
   uint64_t ready = 0;
   for (const ByteExtent& e : extents) ready = std::max(ready, model_.FlashRead(e.offset, e.length));
   inner_.ReadBytesMany(extents, out, results);
-  model_.WaitUntil(ready);
+  WaitOrDefer(model_, ready);
 }
 
 // ---- TimedDrive ----
@@ -117,22 +148,25 @@ void TimedDrive::SubmitFlush(IoCallback done) {
 
 Status TimedDrive::Read(Lba lba, std::span<std::byte> buf) {
   const uint64_t submitted = model_.clock().NowNanos();
+  DeferScope flash;
   Status s = inner_.Read(lba, buf);
-  model_.WaitUntil(model_.HostRead(buf.size(), true, submitted));
+  model_.WaitUntil(model_.HostRead(buf.size(), true, submitted, flash.until()));
   return s;
 }
 
 void TimedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                           std::span<Status> results) {
   const uint64_t submitted = model_.clock().NowNanos();
+  DeferScope flash;
   inner_.ReadMany(blocks, out, results);
-  model_.WaitUntil(model_.HostRead(BlocksToBytes(blocks.size()), true, submitted));
+  model_.WaitUntil(model_.HostRead(BlocksToBytes(blocks.size()), true, submitted, flash.until()));
 }
 
 Status TimedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
   const uint64_t submitted = model_.clock().NowNanos();
+  DeferScope flash;
   Status s = inner_.ReadStored(lba, out, stored);
-  model_.WaitUntil(model_.HostRead(out.size(), /*engine=*/false, submitted));
+  model_.WaitUntil(model_.HostRead(out.size(), /*engine=*/false, submitted, flash.until()));
   return s;
 }
 

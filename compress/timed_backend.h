@@ -14,6 +14,9 @@
 // at its modeled time: a synchronous call sleeps until then; an asynchronous one's
 // callback is held in a CompletionQueue with that ready time and delivered by the Poll()
 // that finds it due (a poller with nothing due sleeps until the first is, no busy wait).
+// A synchronous read through both layers sleeps once: TimedFlash, called inside
+// TimedDrive's read on the same thread, leaves its wait to TimedDrive, which sleeps until
+// the host part that follows the flash part is done (one wake-up per read, not two).
 // Data, errors and durability are the inner device's: a model changes only when.
 //
 // Thread-safety: as Backend — every method may be called from several threads.
@@ -69,8 +72,8 @@ class TimedFlash final : public TimedLayer {
   Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
   void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                 std::span<Status> results) override;
-  void ReadBytesMany(std::span<const ByteExtent> extents,
-                     std::span<const std::span<std::byte>> out, std::span<Status> results) override;
+  void ReadBytesMany(std::span<const ByteExtent> extents, std::span<const std::span<std::byte>> out,
+                     std::span<Status> results) override;
 };
 
 // The host side: over a CompressedDrive, what the array reads and writes.

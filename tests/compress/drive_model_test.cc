@@ -3,13 +3,14 @@
 // that makes a read wait for the wrong unit, a program skip the buffer or a flush ignore
 // power-loss protection fails here. And its layers (compress/timed_backend.h): a
 // completion is not delivered before its modeled time, and data passes unchanged.
+#include "compress/drive_model.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "common/data_gen.h"
 #include "compress/compressed_drive.h"
-#include "compress/drive_model.h"
 #include "compress/mem_backend.h"
 #include "compress/timed_backend.h"
 
@@ -81,6 +82,12 @@ TEST(DriveProfileTest, DerivedFiguresMatchTheirDatasheets) {
   auto nvme = ParseDriveProfile("nvme-tlc").value();
   EXPECT_NEAR(nvme.RandomReadIops(), 1e6, 1);
   EXPECT_NEAR(nvme.ReadLatencyUs(), 65, 1);
+  // The expected curve: latency-bound at QD 1, short of the cap at QD = units (units
+  // collide), approaching it far beyond.
+  EXPECT_NEAR(nvme.ExpectedIops(1, true), 1e6 / nvme.ReadLatencyUs(), 1);
+  EXPECT_LT(nvme.ExpectedIops(64, true), 0.7 * nvme.RandomReadIops());
+  EXPECT_GT(nvme.ExpectedIops(1024, true), 0.9 * nvme.RandomReadIops());
+  EXPECT_NEAR(sata.ExpectedIops(256, false), 65000, 1);
   // The csd's engine is not its bottleneck at 4 KiB: its units are (32 / 70 us).
   auto csd = ParseDriveProfile("csd").value();
   EXPECT_NEAR(csd.RandomReadIops(), 32 / 70e-6, 1);
@@ -110,6 +117,15 @@ TEST(DriveModelTest, ReadsSpreadOverUnitsAndQueueOnOne) {
   EXPECT_EQ(ends[3], now + 54 * kUs);
   // Page 4 is on unit 0 again: it waits for that unit's first sense.
   EXPECT_EQ(m.FlashRead(4 * 16384, 4096), now + 100 * kUs + 2 * kUs);
+}
+
+TEST(DriveModelTest, AReadReadyLateDoesNotHoldTheChannelForOneReadySooner) {
+  ManualClock clock(1000 * kUs);
+  DriveModel m(Small(), clock);
+  const uint64_t now = clock.NowNanos();
+  EXPECT_EQ(m.FlashRead(0, 4096), now + 52 * kUs);           // unit 0, channel 0
+  EXPECT_EQ(m.FlashRead(4 * 16384, 4096), now + 102 * kUs);  // unit 0 again: sensed at 100
+  EXPECT_EQ(m.FlashRead(2 * 16384, 4096), now + 54 * kUs);   // unit 2, channel 0: in the gap
 }
 
 TEST(DriveModelTest, WritesCompleteIntoTheBufferUntilItIsFull) {
@@ -154,9 +170,10 @@ TEST(DriveModelTest, ReadsWaitForProgramsUnlessTheySuspendThem) {
     DriveModel m(p, clock);
     const uint64_t now = clock.NowNanos();
     m.FlashWrite(0, 16384);  // unit 0 programs from 8 us to 508 us
+    clock.AdvanceNanos(10 * kUs);
     const uint64_t read = m.FlashRead(0, 4096);
     if (suspend) {
-      EXPECT_EQ(read, now + 10 * kUs + 50 * kUs + 2 * kUs);
+      EXPECT_EQ(read, now + 10 * kUs + 10 * kUs + 50 * kUs + 2 * kUs);
     } else {
       EXPECT_EQ(read, now + 508 * kUs + 50 * kUs + 2 * kUs);
     }
@@ -168,8 +185,8 @@ TEST(DriveModelTest, AnEraseHoldsTheUnitsOfItsBlock) {
   DriveModel m(Small(), clock);
   const uint64_t now = clock.NowNanos();
   EXPECT_EQ(m.FlashErase(0, 2 * 16384), now + 2000 * kUs);  // units 0 and 1
-  EXPECT_EQ(m.FlashRead(2 * 16384, 4096), now + 52 * kUs);   // unit 2 is free
-  EXPECT_EQ(m.FlashRead(16384, 4096), now + 2052 * kUs);     // unit 1 is not
+  EXPECT_EQ(m.FlashRead(2 * 16384, 4096), now + 52 * kUs);  // unit 2 is free
+  EXPECT_EQ(m.FlashRead(16384, 4096), now + 2052 * kUs);    // unit 1 is not
   EXPECT_EQ(m.stats().erases, 2u);
 }
 

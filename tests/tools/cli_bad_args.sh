@@ -38,12 +38,21 @@ expect_fail create "beta" create --dir "$A" --beta 1.5
 expect_fail create "convert-rate" create --dir "$A" --convert-rate fast
 expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 1
 expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 7200
+expect_fail create "no profile 'optane'" create --dir "$A" --drive-model optane
+expect_fail create "no key 'speed'" create --dir "$A" --drive-model csd,speed=3
+expect_fail create "bad value for read_us" create --dir "$A" --drive-model csd,read_us=x
+expect_fail create "time-scale needs a --drive-model" create --dir "$A" --time-scale 5
+expect_fail create "time-scale must be" create --dir "$A" --drive-model csd --time-scale 0
 expect_fail create "io-timeout" create --dir "$A" --io-timeout 0
 expect_fail create "nbd+unix:///?socket=$WORK/none.sock" create --dir "$A" --devices 3 \
   --device "nbd+unix:///?socket=$WORK/none.sock" --device "$WORK/d1" --device "$WORK/d2"
 expect_fail create "nbd://127.0.0.1:1/.*refused" create --dir "$A" --devices 3 --device "$WORK/d0" --device "nbd://127.0.0.1:1/" --device "$WORK/d2"
 [ -e "$WORK/d0" ] && { echo "FAIL: a failed create left $WORK/d0 behind"; failures=$((failures + 1)); }
-expect_fail set "required" set --dir "$A"
+expect_fail set "give --io-timeout or --drive-model" set --dir "$A"
+expect_fail set "required" set --io-timeout 5
+expect_fail set "no profile 'hdd'" set --dir "$A" --drive-model hdd
+expect_fail set "time-scale needs a --drive-model" set --dir "$A" --time-scale 3
+expect_fail set "apart" set --dir "$A" --drive-model csd --io-timeout 5
 expect_fail set "io-timeout" set --dir "$A" --io-timeout 0
 expect_fail set "no array" set --dir "$A" --io-timeout 5
 expect_fail create "placement\|fk\|unknown" create --dir "$A" --placement fk

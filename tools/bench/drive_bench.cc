@@ -5,20 +5,28 @@
 //   file-iops   FileBackend 4 KiB random read or write IOPS at a queue depth
 //   waf         device WAF of six object streams with different lifetimes, at a target
 //               fullness, with or without FlashAlloc
+//   model       one modeled drive (--drive-model) alone: 4 KiB random reads or writes at a
+//               queue depth, against what its profile gives (the model's validation), and
+//               the model's own CPU per I/O
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "common/data_gen.h"
 #include "compress/codec.h"
 #include "compress/compressed_drive.h"
 #include "compress/file_backend.h"
 #include "compress/mem_backend.h"
+#include "compress/timed_backend.h"
 
 namespace po = boost::program_options;
 using namespace eraid;  // NOLINT: a tool
@@ -180,14 +188,128 @@ int Waf(bool flashalloc, double fullness, uint64_t flash_mib, uint32_t eu_blocks
 
 }  // namespace
 
+double CpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The model's own arithmetic per I/O (a flash read and its host part), at queue depth
+// 16: a manual clock moves on by a sixteenth of the read latency per I/O.
+double ModelCostNs(const DriveProfile& p) {
+  ManualClock clock;
+  DriveModel m(p, clock);
+  std::mt19937_64 rng(1);
+  constexpr int kOps = 200000;
+  // No faster than the drive serves (or its calendars would only grow).
+  const auto step = static_cast<uint64_t>(
+      std::max(p.ReadLatencyUs() / 16, 1e6 / p.RandomReadIops()) * p.time_scale * 1e3);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kOps; ++i) {
+    clock.AdvanceNanos(step);
+    const uint64_t flash = m.FlashRead((rng() % (1ull << 30)) & ~uint64_t(2047), 2048);
+    (void)m.HostRead(4096, true, 0, flash);
+  }
+  return Seconds(start) * 1e9 / kOps;
+}
+
+// One modeled drive over memory, filled, then `qd` threads of synchronous 4 KiB random
+// reads or writes for `seconds`. What the profile gives: latency at QD 1 and the IOPS
+// cap (RandomReadIops / RandomWriteIops), scaled; at a queue depth, min(qd / latency, cap).
+int Model(const std::string& spec, const std::string& rw, uint32_t qd, double seconds,
+          uint64_t flash_mib) {
+  auto profile = ParseDriveProfile(spec);
+  if (!profile.ok() || !profile->enabled()) {
+    std::cerr << "eraid-drive-bench: model needs --drive-model PROFILE[,key=value...]: "
+              << (profile.ok() ? "not none" : profile.status().message()) << "\n";
+    return 2;
+  }
+  MemBackend flash(BytesToBlocks(flash_mib << 20));
+  DriveOptions o;
+  o.expansion = 1.0;
+  o.codec.enabled = false;  // incompressible data: the profile's byte rates apply as they are
+  uint64_t span = 0;        // half full: no device GC in the run
+  {
+    // Filled without the model (its programs would keep the units busy into the run),
+    // then opened with it.
+    auto filling = CompressedDrive::Format(flash, o);
+    if (!filling.ok()) {
+      std::cerr << "eraid-drive-bench: " << filling.status().ToString() << "\n";
+      return 1;
+    }
+    span = (*filling)->capacity_blocks() / 2;
+    std::vector<std::byte> chunk(BlocksToBytes(64));
+    std::mt19937_64 rng(2);
+    for (auto& b : chunk) b = std::byte(rng());
+    for (uint64_t lba = 0; lba + 64 <= span; lba += 64) {
+      if (Status s = (*filling)->Write(Lba(lba), chunk); !s.ok()) {
+        std::cerr << "eraid-drive-bench: fill: " << s.ToString() << "\n";
+        return 1;
+      }
+    }
+    if (Status s = (*filling)->Close(); !s.ok()) return 1;
+  }
+  auto timing = DriveTiming::Make(*profile, flash);
+  o.timing = &timing->model();
+  auto drive = CompressedDrive::Open(timing->flash(), o);
+  if (!drive.ok()) {
+    std::cerr << "eraid-drive-bench: " << drive.status().ToString() << "\n";
+    return 1;
+  }
+  Backend& dev = timing->Attach(**drive);
+  const bool reads = rw == "randread";
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> lat_us(qd);
+  std::vector<std::thread> threads;
+  const double cpu0 = CpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t t = 0; t < qd; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      std::vector<std::byte> buf(kBlockSize);
+      for (auto& b : buf) b = std::byte(rng());
+      while (!stop.load(std::memory_order_relaxed)) {
+        const Lba lba(rng() % span);
+        const auto t0 = std::chrono::steady_clock::now();
+        Status s = reads ? dev.Read(lba, buf) : dev.Write(lba, buf);
+        if (!s.ok()) std::abort();
+        lat_us[t].push_back(Seconds(t0) * 1e6);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : threads) th.join();
+  const double secs = Seconds(start), cpu = CpuSeconds() - cpu0;
+  std::vector<double> all;
+  for (auto& v : lat_us) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  double sum = 0;
+  for (double v : all) sum += v;
+  const double n = double(all.size());
+  const double scale = profile->time_scale;
+  const double want_iops = profile->ExpectedIops(qd, reads) / scale;
+  const double want_lat_us = qd * 1e6 / want_iops;
+  std::printf(
+      "model profile=%s rw=%s qd=%u iops=%.0f profile_iops=%.0f iops_ratio=%.3f lat_mean_us=%.1f "
+      "profile_lat_us=%.1f lat_ratio=%.3f p99_us=%.1f cpu_us_per_io=%.2f model_ns_per_io=%.0f "
+      "profile_units_iops=%.0f flash_reads_per_io=%.2f queued_share=%.2f\n",
+      profile->Spec().c_str(), rw.c_str(), qd, n / secs, want_iops, n / secs / want_iops, sum / n,
+      want_lat_us, sum / n / want_lat_us, all[size_t(n * 0.99)], cpu * 1e6 / n,
+      ModelCostNs(*profile), n / secs * scale, double(timing->model().stats().flash_reads) / n,
+      timing->model().stats().queued_share());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   po::options_description opts(
-      "eraid-drive-bench MODE [options]\nmodes: zstd, file-iops, waf\noptions");
+      "eraid-drive-bench MODE [options]\nmodes: zstd, file-iops, waf, model\noptions");
   std::string mode, file, rw = "randwrite";
   uint32_t qd = 16, eu_blocks = 64, pct = 50;
   double seconds = 10, fullness = 0.85, writes_x = 8;
   uint64_t flash_mib = 256, object_blocks = 256;
-  std::string flashalloc = "on";
+  std::string flashalloc = "on", drive_model;
   bool direct = true;
   opts.add_options()("help,h", "this text")("mode", po::value(&mode), "zstd | file-iops | waf")(
       "file", po::value(&file), "file-iops: an existing file to test")(
@@ -201,7 +323,9 @@ int main(int argc, char** argv) {
                                                              "waf: erase unit, 4 KiB blocks")(
       "object-blocks", po::value(&object_blocks), "waf: object (segment) size, 4 KiB blocks")(
       "writes", po::value(&writes_x), "waf: host bytes to write, in multiples of flash")(
-      "compressibility", po::value(&pct), "waf: % (fio buffer_compress_percentage)");
+      "compressibility", po::value(&pct), "waf: % (fio buffer_compress_percentage)")(
+      "drive-model", po::value(&drive_model),
+      "model: the profile, e.g. nvme-tlc,time_scale=50 (with --rw, --qd, --seconds, --flash-mib)");
   po::positional_options_description pos;
   pos.add("mode", 1);
   po::variables_map vm;
@@ -231,6 +355,13 @@ int main(int argc, char** argv) {
     }
     return Waf(flashalloc == "on", fullness, flash_mib, eu_blocks, object_blocks, writes_x, pct);
   }
-  std::cerr << "eraid-drive-bench: unknown mode '" << mode << "' (zstd, file-iops, waf)\n";
+  if (mode == "model") {
+    if ((rw != "randwrite" && rw != "randread") || qd == 0 || qd > 1024) {
+      std::cerr << "eraid-drive-bench: model needs --rw randwrite|randread and --qd 1..1024\n";
+      return 2;
+    }
+    return Model(drive_model, rw, qd, seconds, flash_mib);
+  }
+  std::cerr << "eraid-drive-bench: unknown mode '" << mode << "' (zstd, file-iops, waf, model)\n";
   return 2;
 }

@@ -219,10 +219,31 @@ int VolumeCommand(int argc, char** argv) {
   return Admin("volume", dir, words, json, false);
 }
 
+// --drive-model SPEC [--time-scale X]: the profile, with the scale given on its own
+// (overriding one in the spec). `given_scale` < 0: not given.
+Result<DriveProfile> DriveModelOption(const std::string& spec, double given_scale) {
+  ERAID_ASSIGN_OR_RETURN(DriveProfile p, ParseDriveProfile(spec));
+  if (given_scale >= 0) {
+    if (!p.enabled()) return Status::InvalidArgument("--time-scale needs a --drive-model");
+    if (!(given_scale >= 0.001 && given_scale <= 1e6))
+      return Status::InvalidArgument("--time-scale must be 0.001..1000000");
+    p.time_scale = given_scale;
+  }
+  return p;
+}
+constexpr const char* kDriveModelHelp =
+    "the drives' timing model: none | nvme-tlc | csd | sata-ssd, with key=value overrides "
+    "(csd,read_us=80,...; keys in docs/compressed-drive.md): each I/O completes when such a "
+    "drive would finish it";
+constexpr const char* kTimeScaleHelp =
+    "slow the whole drive model by this factor (e.g. 20), so that the drives, not the CPU, "
+    "bound the array";
+
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
-  double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30;
+  double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30, time_scale = -1;
+  std::string drive_model = "none";
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
@@ -246,6 +267,8 @@ int Create(int argc, char** argv) {
       "drive logical/physical size (1..16)")(
       "compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")(
       "flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")(
+      "drive-model", po::value(&drive_model)->default_value(drive_model), kDriveModelHelp)(
+      "time-scale", po::value(&time_scale), kTimeScaleHelp)(
       "placement", po::value(&placement)->default_value(placement),
       "sepbit | nosep | sepgc | dac | fadac | warcip | hybrid")(
       "policy", po::value(&policy)->default_value(policy),
@@ -315,6 +338,9 @@ int Create(int argc, char** argv) {
   o.drive.codec = *codec;
   o.drive.expansion = expansion;
   o.drive.flashalloc = flashalloc == "on";
+  auto model = DriveModelOption(drive_model, time_scale);
+  if (!model.ok()) return Die("create", model.status(), 2);
+  o.drive_model = *model;
   o.array.chunk_blocks = static_cast<uint32_t>(BytesToBlocks(*chunk_bytes));
   o.array.rows_per_slot = rows;
   o.volume.placement = placement;
@@ -332,19 +358,41 @@ int Create(int argc, char** argv) {
 
 // Settings kept in the manifest that may change after create (live, while served).
 int Set(int argc, char** argv) {
-  std::string dir;
-  double io_timeout_s = 0;
+  std::string dir, drive_model;
+  double io_timeout_s = 0, time_scale = -1;
   po::options_description desc(
-      "eraid set --dir DIR --io-timeout SECONDS\nChanges a setting of an array: while it is "
-      "served, at once (every remote drive's\n"
-      "connection takes the new deadline, requests in flight included) and in its "
-      "manifest;\notherwise in the manifest.\noptions");
+      "eraid set --dir DIR [--io-timeout SECONDS] [--drive-model SPEC [--time-scale X]]\n"
+      "Changes a setting of an array. The I/O timeout: while it is served, at once (every\n"
+      "remote drive's connection takes the new deadline, requests in flight included) and in\n"
+      "its manifest; otherwise in the manifest. The drive model: on a stopped array only\n"
+      "(the next serve uses it).\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
                                             "the array directory")(
-      "io-timeout", po::value(&io_timeout_s)->required(),
-      "seconds a remote drive's request may take before the drive is failed (0.001..86400)");
+      "io-timeout", po::value(&io_timeout_s),
+      "seconds a remote drive's request may take before the drive is failed (0.001..86400)")(
+      "drive-model", po::value(&drive_model), kDriveModelHelp)("time-scale", po::value(&time_scale),
+                                                               kTimeScaleHelp);
   po::variables_map vm;
   if (int rc = Parse("set", desc, argc, argv, &vm); rc >= 0) return rc;
+  if (vm.count("drive-model") || vm.count("time-scale")) {
+    if (vm.count("io-timeout"))
+      return Die("set", Status::InvalidArgument("set the drive model and the timeout apart"), 2);
+    if (!vm.count("drive-model"))
+      return Die("set", Status::InvalidArgument("--time-scale needs a --drive-model"), 2);
+    auto model = DriveModelOption(drive_model, time_scale);
+    if (!model.ok()) return Die("set", model.status(), 2);
+    if (ArrayInUse(dir)) {
+      return Die("set", Status::Busy("the drive model changes on a stopped array: `eraid stop "
+                                     "--dir " +
+                                     dir + "` first"));
+    }
+    Status s = SetDriveModel(dir, *model);
+    if (!s.ok()) return Die("set", s, s.code() == StatusCode::kInvalidArgument ? 2 : 1);
+    std::cout << dir << ": drive model " << model->Spec() << "\n";
+    return 0;
+  }
+  if (!vm.count("io-timeout"))
+    return Die("set", Status::InvalidArgument("give --io-timeout or --drive-model"), 2);
   if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
     return Die("set", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
   }

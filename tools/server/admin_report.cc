@@ -31,6 +31,24 @@ std::string VolumeLine(const VolumeReport& r) {
          std::to_string(r.connections) + " connections\n";
 }
 
+// A drive's figures under the timing model: into its JSON object, and as a line of text.
+std::string DriveModelReport(const DriveModelStats& m, Json* dev) {
+  (*dev)["model"] = Json::object({{"utilization", Figure(m.utilization())},
+                                  {"queue_depth_mean", Figure(m.mean_queue_depth())},
+                                  {"in_flight", m.in_flight},
+                                  {"queued_share", Figure(m.queued_share())},
+                                  {"served_share", Figure(m.ops ? 1 - m.queued_share() : 0.0)},
+                                  {"ops", m.ops},
+                                  {"flash_reads", m.flash_reads},
+                                  {"flash_programs", m.flash_programs},
+                                  {"erases", m.erases}});
+  return "    model: NAND busy " + Fixed(100 * m.utilization(), 1) + "%  queue depth " +
+         Fixed(m.mean_queue_depth(), 1) + " (now " + std::to_string(m.in_flight) +
+         ")  of each I/O's time " + Fixed(100 * m.queued_share(), 0) + "% queued, " +
+         Fixed(m.ops ? 100 * (1 - m.queued_share()) : 0.0, 0) + "% served  (" +
+         std::to_string(m.ops) + " I/Os)\n";
+}
+
 }  // namespace
 
 AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
@@ -41,6 +59,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   Json devices = Json::array();
   std::string dev_text;
   const std::vector<DriveStats> drive_stats = a.drive_stats();
+  const std::vector<DriveModelStats> model_stats = a.drive_model_stats();
   for (uint32_t d = 0; d < drive_stats.size(); ++d) {
     const DriveStats& ds = drive_stats[d];
     sum.Add(ds);
@@ -81,6 +100,8 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                       : "") +
           "\n";
     }
+    if (a.drive_model().enabled() && d < model_stats.size())
+      link_text += DriveModelReport(model_stats[d], &dev);
     devices.push_back(std::move(dev));
     dev_text +=
         "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
@@ -164,6 +185,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                                 {"crc_cache_bytes", as.crc_cache_bytes},
                                 {"drive_map_bytes", sum.map_bytes}})},
        {"devices", devices},
+       {"drive_model", a.drive_model().Spec()},
        // How long the open took, by stage (a crash's recovery is in it: the drives replay
        // their records, the array completes open segments).
        {"open", Json::object({{"seconds", Figure(a.open_times().total_seconds)},
@@ -244,6 +266,9 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
   t += "physical:    " + Mib(sum.live_bytes) + " of " + Mib(sum.usable_bytes) + " flash (" +
        Fixed(100 * physical, 1) + "%)\n";
   t += "compression: " + Fixed(compression, 2) + ":1\n";
+  if (a.drive_model().enabled()) {
+    t += "drive model: " + a.drive_model().Spec() + " (each I/O completes at its modeled time)\n";
+  }
   t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data" + hot_text + "; segments " +
        std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) +
        " RAID10, " + std::to_string(as.open_segments) + " open, " +

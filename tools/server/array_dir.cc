@@ -95,6 +95,24 @@ std::string DrivePath(const std::string& dir, uint32_t i) {
 
 }  // namespace
 
+Backend& array_dir_internal::TimedFlashOf(const DriveProfile& profile, Backend& file,
+                                          std::unique_ptr<DriveTiming>* timing,
+                                          DriveOptions* options) {
+  if (!profile.enabled()) return file;
+  *timing = DriveTiming::Make(profile, file);
+  options->timing = &(*timing)->model();
+  return (*timing)->flash();
+}
+
+Result<DriveProfile> array_dir_internal::ParseDriveModel(
+    const std::map<std::string, std::string>& kv, const std::string& where) {
+  auto it = kv.find("drive_model");
+  if (it == kv.end()) return DriveProfile{};
+  auto p = ParseDriveProfile(it->second);
+  if (!p.ok()) return Status::Corruption(where + ": " + p.status().message());
+  return p;
+}
+
 Result<std::unique_ptr<Backend>> array_dir_internal::OpenFlash(const std::string& path,
                                                                uint64_t create_size,
                                                                uint32_t io_timeout_ms) {
@@ -149,6 +167,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->drive_options_ = o.drive;
   SetServingDriveOptions(&a->drive_options_);
+  a->drive_model_ = o.drive_model;
   std::vector<Backend*> devs;
   CreatedFiles created;
   if (o.io_timeout_ms == 0 || o.io_timeout_ms > 86400000u) {
@@ -160,10 +179,14 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
     a->paths_.push_back(path);
     if (!NbdBackend::IsUri(path) && !std::filesystem::exists(path)) created.paths.push_back(path);
     ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(path, o.device_size_bytes, o.io_timeout_ms));
-    ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, a->drive_options_));
+    std::unique_ptr<DriveTiming> timing;
+    DriveOptions options = a->drive_options_;
+    Backend& flash = TimedFlashOf(o.drive_model, *file, &timing, &options);
+    ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(flash, options));
+    devs.push_back(DeviceOf(*drive, timing.get()));
     a->files_.push_back(std::move(file));
     a->drives_.push_back(std::move(drive));
-    devs.push_back(a->drives_.back().get());
+    a->timing_.push_back(std::move(timing));
   }
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
   a->array_->set_row_codec(a->drive_options_.codec);
@@ -183,7 +206,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"convert_rate", std::to_string(o.scheduler.rate_bytes_per_sec)},
       {"hot_half_life_ms", std::to_string(o.scheduler.hotness.half_life_ms)},
       {"scheme", raid_format::SchemeName(o.volume.scheme)},
-      {"io_timeout_ms", std::to_string(o.io_timeout_ms)}};
+      {"io_timeout_ms", std::to_string(o.io_timeout_ms)},
+      {"drive_model", o.drive_model.Spec()}};
   if (!o.device_paths.empty()) {
     for (uint32_t i = 0; i < o.devices; ++i) kv["drive." + std::to_string(i)] = o.device_paths[i];
   }
@@ -273,6 +297,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   a->scheduler_options_ = so;
   a->drive_options_ = drive;
   ERAID_ASSIGN_OR_RETURN(a->io_timeout_ms_, ParseTimeoutMs(kv, dir + "/" + kManifest));
+  ERAID_ASSIGN_OR_RETURN(a->drive_model_, ParseDriveModel(kv, dir + "/" + kManifest));
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -286,6 +311,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   }
   a->files_.resize(devices);
   a->drives_.resize(devices);
+  a->timing_.resize(devices);
   std::vector<Status> opened(devices);
   {
     std::vector<std::thread> openers;
@@ -304,8 +330,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
         }
         // The open reads its checkpoints and summaries on the ring (see FileBackend).
         if (auto* f = dynamic_cast<FileBackend*>(file->get())) f->set_reads_through_mapping(false);
-        auto d = CompressedDrive::Open(**file, drive);
+        DriveOptions options = drive;
+        Backend& flash = TimedFlashOf(a->drive_model_, **file, &a->timing_[i], &options);
+        auto d = CompressedDrive::Open(flash, options);
         if (!d.ok()) {
+          a->timing_[i].reset();
           opened[i] = d.status().WithContext(path);
           return;
         }
@@ -318,7 +347,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   for (const Status& s : opened) ERAID_RETURN_IF_ERROR(s);
   std::vector<Backend*> devs;
   for (uint32_t i = 0; i < devices; ++i)
-    devs.push_back(a->drives_[i] ? static_cast<Backend*>(a->drives_[i].get()) : a->files_[i].get());
+    devs.push_back(a->drives_[i] ? DeviceOf(*a->drives_[i], a->timing_[i].get())
+                                 : a->files_[i].get());
   a->open_times_.drives_seconds = since(t_open);
   for (const auto& d : a->drives_)
     if (d && d->opened_after_crash()) ++a->open_times_.crashed_drives;
@@ -386,8 +416,10 @@ static Status CheckIoTimeout(uint32_t timeout_ms) {
   return Status::Ok();
 }
 
-Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
-  ERAID_RETURN_IF_ERROR(CheckIoTimeout(timeout_ms));
+namespace {
+// Sets one manifest key of a stopped array.
+Status SetStoppedManifestKey(const std::string& dir, const std::string& key,
+                             const std::string& value) {
   // Held like an open: not while a server has the array (it reads the manifest at open).
   const std::string lock_path = dir + "/eraid.lock";
   ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
@@ -397,10 +429,20 @@ Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
     ::close(fd);
     return Status::Busy("the array in " + dir + " is in use (stop the server, then set it)");
   }
-  kv["io_timeout_ms"] = std::to_string(timeout_ms);
+  kv[key] = value;
   Status s = WriteManifest(dir, kv);
   ::close(fd);
   return s;
+}
+}  // namespace
+
+Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms) {
+  ERAID_RETURN_IF_ERROR(CheckIoTimeout(timeout_ms));
+  return SetStoppedManifestKey(dir, "io_timeout_ms", std::to_string(timeout_ms));
+}
+
+Status SetDriveModel(const std::string& dir, const DriveProfile& profile) {
+  return SetStoppedManifestKey(dir, "drive_model", profile.Spec());
 }
 
 Status ArrayDir::SetIoTimeout(uint32_t timeout_ms) {
@@ -430,6 +472,13 @@ std::vector<DriveStats> ArrayDir::drive_stats() const {
   std::shared_lock lock(devices_mu_);
   std::vector<DriveStats> v;
   for (const auto& d : drives_) v.push_back(d ? d->stats() : DriveStats{});
+  return v;
+}
+
+std::vector<DriveModelStats> ArrayDir::drive_model_stats() const {
+  std::shared_lock lock(devices_mu_);
+  std::vector<DriveModelStats> v;
+  for (const auto& t : timing_) v.push_back(t ? t->model().stats() : DriveModelStats{});
   return v;
 }
 
@@ -510,6 +559,7 @@ ArrayDir::~ArrayDir() {
   volume_.reset();
   array_.reset();
   drives_.clear();
+  timing_.clear();
   files_.clear();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }

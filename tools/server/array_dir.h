@@ -22,6 +22,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/file_backend.h"
 #include "compress/nbd_backend.h"
+#include "compress/timed_backend.h"
 #include "log/volume.h"
 #include "log/volumes.h"
 #include "raid/array.h"
@@ -40,6 +41,9 @@ struct ArrayDirOptions {
   // manifest; `eraid set --io-timeout` changes it).
   uint32_t io_timeout_ms = 30000;
   DriveOptions drive;
+  // The drives' timing model (compress/drive_model.h): "none" finishes each I/O at the
+  // CPU's pace. Kept in the manifest; `eraid set --drive-model` changes it while stopped.
+  DriveProfile drive_model;
   ArrayOptions array;
   VolumeOptions volume;
   SchedulerOptions scheduler;  // policy, beta and rate are kept in the manifest
@@ -106,6 +110,9 @@ class ArrayDir {
   ElasticArray& array() { return *array_; }
   // Each drive's counters (a replacement may swap a drive at any time: no references out).
   std::vector<DriveStats> drive_stats() const;
+  // The drives' timing model (name "none" without one), and each drive's figures under it.
+  const DriveProfile& drive_model() const { return drive_model_; }
+  std::vector<DriveModelStats> drive_model_stats() const;
   // Checkpoints every drive (so the next open replays nothing). Call before exit.
   Status Close();
   // Starts the conversion scheduler's background workers and the thread that saves the
@@ -152,6 +159,10 @@ class ArrayDir {
   std::atomic<uint32_t> io_timeout_ms_{30000};
   std::mutex manifest_mu_;  // manifest_ and its file, changed by Replace and SetIoTimeout
   std::vector<std::unique_ptr<CompressedDrive>> drives_;
+  // Each drive's timing layers (null entries without a model): around files_[i] and
+  // drives_[i]; destroyed after the drive and before its flash.
+  std::vector<std::unique_ptr<DriveTiming>> timing_;
+  DriveProfile drive_model_;
   std::unique_ptr<ElasticArray> array_;
   std::unique_ptr<Volume> volume_;
   std::unique_ptr<Volumes> volumes_;
@@ -168,9 +179,10 @@ class ArrayDir {
   bool saver_stop_ = false;
 };
 
-// Changes a setting kept in an array's manifest while nothing serves it (`eraid set`):
-// today the remote drives' I/O timeout.
+// Change settings kept in an array's manifest while nothing serves it (`eraid set`): the
+// remote drives' I/O timeout, the drives' timing model. Busy while the array is open.
 Status SetIoTimeout(const std::string& dir, uint32_t timeout_ms);
+Status SetDriveModel(const std::string& dir, const DriveProfile& profile);
 
 // Parses "256M", "1G", "4096" (bytes; K, M, G, T are powers of 1024).
 Result<uint64_t> ParseSize(const std::string& text);

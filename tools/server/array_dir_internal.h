@@ -28,6 +28,19 @@ inline constexpr auto kStatsSaveEvery = std::chrono::seconds(10);
 Result<std::unique_ptr<Backend>> OpenFlash(const std::string& path, uint64_t create_size,
                                            uint32_t io_timeout_ms);
 
+// A drive's timing layers (compress/timed_backend.h), when the array has a model: made
+// around `file` into *timing, with options->timing set; returns the flash the drive is
+// formatted or opened on (`file` itself without a model).
+Backend& TimedFlashOf(const DriveProfile& profile, Backend& file,
+                      std::unique_ptr<DriveTiming>* timing, DriveOptions* options);
+// What the array uses of a drive: its host-side timing layer, or the drive itself.
+inline Backend* DeviceOf(CompressedDrive& drive, DriveTiming* timing) {
+  return timing ? &timing->Attach(drive) : &drive;
+}
+// The manifest's drive_model (none for manifests from before the timing model).
+Result<DriveProfile> ParseDriveModel(const std::map<std::string, std::string>& kv,
+                                     const std::string& where);
+
 // The files' layout: a magic line, key=value lines, a CRC32C line; written to a temporary
 // file, made durable and renamed into place.
 Status WriteKeyValues(const std::string& dir, const char* name, const char* magic,

@@ -44,16 +44,21 @@ Status ArrayDir::Replace(DeviceIndex id, const std::string& with, uint64_t rate_
   DriveOptions format = drive_options_;
   format.erase_unit_blocks = like->erase_unit_blocks();
   format.expansion = like->expansion();
-  ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(*file, format));
-  ERAID_RETURN_IF_ERROR(array_->Replace(id, drive.get(), rate_bytes_per_sec, progress));
+  std::unique_ptr<DriveTiming> timing;
+  Backend& flash = TimedFlashOf(drive_model_, *file, &timing, &format);
+  ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(flash, format));
+  ERAID_RETURN_IF_ERROR(
+      array_->Replace(id, DeviceOf(*drive, timing.get()), rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR(drive->Flush());
   // The array no longer touches the old drive: swap the objects, then the files.
   std::unique_lock lock_devices(devices_mu_);
   // The old drive's counters stay in the array's lifetime figures.
   if (drives_[d]) replaced_.Add(drives_[d]->stats());
   std::swap(drives_[d], drive);
+  std::swap(timing_[d], timing);
   std::swap(files_[d], file);
   drive.reset();
+  timing.reset();
   file.reset();
   if (in_place) {
     std::error_code ec;
@@ -95,19 +100,24 @@ Result<ReAddReport> ArrayDir::ReAdd(DeviceIndex id, uint64_t rate_bytes_per_sec,
   // A new connection (or file handle), and the drive recovered from its flash as after a
   // crash: the old objects are those of a failed device and stay until the swap.
   ERAID_ASSIGN_OR_RETURN(auto file, OpenFlash(paths_[d], 0, io_timeout_ms_));
-  auto drive = CompressedDrive::Open(*file, drive_options_);
+  std::unique_ptr<DriveTiming> timing;
+  DriveOptions options = drive_options_;
+  Backend& flash = TimedFlashOf(drive_model_, *file, &timing, &options);
+  auto drive = CompressedDrive::Open(flash, options);
   if (!drive.ok()) {
     return Status::InvalidArgument("device " + std::to_string(d) + " came back unreadable (" +
                                    drive.status().ToString() + "): use replace");
   }
-  ERAID_ASSIGN_OR_RETURN(ReAddReport report,
-                         array_->ReAdd(id, drive->get(), rate_bytes_per_sec, progress));
+  ERAID_ASSIGN_OR_RETURN(ReAddReport report, array_->ReAdd(id, DeviceOf(**drive, timing.get()),
+                                                           rate_bytes_per_sec, progress));
   ERAID_RETURN_IF_ERROR((*drive)->Flush());
   std::unique_lock lock_devices(devices_mu_);
   std::unique_ptr<CompressedDrive> old_drive = std::move(*drive);
   std::swap(drives_[d], old_drive);
+  std::swap(timing_[d], timing);
   std::swap(files_[d], file);
   old_drive.reset();
+  timing.reset();
   file.reset();
   return report;
 }

@@ -42,13 +42,17 @@ bool ArrayInUse(const std::string& dir) {
 
 // True if the manifest names a drive by an NBD URI (`drive.K=nbd://...`). Only a
 // default is chosen from it: a manifest it cannot read is reported by the plugin.
-bool HasRemoteDrive(const std::string& dir) {
+// Whether a drive's reads hold a thread for a device's time: a drive on another host (an
+// NBD URI in the manifest), or drives with a timing model (drive_model other than none).
+bool HasSlowDrives(const std::string& dir) {
   std::ifstream in(dir + "/eraid.conf");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("drive.", 0) != 0) continue;
     const size_t eq = line.find('=');
-    if (eq != std::string::npos && NbdBackend::IsUri(line.substr(eq + 1))) return true;
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (key.rfind("drive.", 0) == 0 && NbdBackend::IsUri(value)) return true;
+    if (key == "drive_model" && value != "none") return true;
   }
   return false;
 }
@@ -62,11 +66,11 @@ Result<std::vector<std::string>> NbdkitCommand(ServeOptions& o) {
     return Status::Busy("the array in " + o.dir + " is already served or open");
   if (o.threads == 0) {
     // One thread per core: beyond that, threads only queue on the volume lock. A drive
-    // on another host is different: a read of it holds its thread for a network round
-    // trip, so the threads, not the cores, bound the reads in flight — as many as a
-    // client's usual queue depth.
+    // on another host, or a modeled one, is different: a read of it holds its thread for
+    // a network round trip or the drive's latency, so the threads, not the cores, bound
+    // the reads in flight — as many as a client's usual queue depth.
     o.threads = std::max(1u, std::thread::hardware_concurrency());
-    if (HasRemoteDrive(o.dir)) o.threads = std::max(o.threads, kRemoteDriveThreads);
+    if (HasSlowDrives(o.dir)) o.threads = std::max(o.threads, kSlowDriveThreads);
   }
   if (o.threads > 1024)
     return Status::InvalidArgument("--threads must be 1..1024 (0: one per core)");

@@ -13,8 +13,8 @@
 
 namespace eraid {
 
-// The default nbdkit threads when a drive is remote: a client's usual queue depth.
-inline constexpr uint32_t kRemoteDriveThreads = 16;
+// The default nbdkit threads when a drive is remote or modeled: a client's usual queue depth.
+inline constexpr uint32_t kSlowDriveThreads = 16;
 
 struct ServeOptions {
   std::string dir;
@@ -25,7 +25,8 @@ struct ServeOptions {
   // nbdkit worker threads per connection; 0: one per core. More threads than cores only
   // queue on the volume lock: at QD 16 under GC on 2 cores, 8 threads gave a write p99.9 of
   // 6.9-8.3 ms and 2 gave 4.4-4.6 ms at the same rate (docs/block-device.md). With a
-  // drive on another host (an NBD URI in the manifest), 0 means kRemoteDriveThreads.
+  // drive on another host (an NBD URI in the manifest) or a drive model, 0 means
+  // kSlowDriveThreads.
   uint32_t threads = 0;
   // The array's CRC cache (ElasticArray::set_crc_cache_bytes), bytes; 0: no bound.
   uint64_t crc_cache_bytes = ElasticArray::kDefaultCrcCacheBytes;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tools/bench/model-validate.sh [--quick] [--docs] [--seconds S]
+# The drive timing model's validation (docs/compressed-drive.md, "Timing model"): one
+# modeled drive alone (eraid-drive-bench model: an emulated drive over memory between the
+# model's two layers, 4 KiB random I/O from QD threads, incompressible data), each profile
+# at queue depths 1..64, against the curve its profile gives (DriveProfile::ExpectedIops:
+# mean value analysis of its units, channels, controller, link and engine). Reports
+# IOPS and mean latency as ratios to that curve, the host CPU per I/O, and the model's
+# own arithmetic per I/O. The time scales keep the modeled latencies far above this host's
+# own cost per I/O (tens of us of CPU and a wake-up), as an evaluation would run them.
+#   --quick     nvme-tlc reads at QD 1 and 16 only, 1 s each (the suite's smoke run)
+#   --docs      rewrite the "drive-model" section of docs/benchmarks.md
+#   --seconds S per cell (default 4)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tools/bench/lib.sh"
+QUICK=0 DOCS=0 SECONDS_PER=4
+quick_defaults() { SECONDS_PER=1; }
+bench_args model-validate "--quick=QUICK! --docs=DOCS! --seconds=SECONDS_PER" "$@"
+BENCH=${ERAID_BUILD:-$ROOT/build}/tools/bench/eraid-drive-bench
+[ -x "$BENCH" ] || { echo "model-validate: build first ($BENCH missing)" >&2; exit 1; }
+
+cells=()
+if [ "$QUICK" = 1 ]; then
+  cells=("nvme-tlc,time_scale=50 randread 1" "nvme-tlc,time_scale=50 randread 16")
+else
+  for p in "nvme-tlc,time_scale=50" "csd,time_scale=50" "sata-ssd,time_scale=20"; do
+    for qd in 1 4 16 64; do cells+=("$p randread $qd"); done
+  done
+  # Writes complete into the buffer in a few modeled us: a large scale keeps that above the
+  # host's own cost of a write; at QD 4 the NAND's program rate (scaled) is the limit.
+  for qd in 1 4; do cells+=("nvme-tlc,time_scale=500 randwrite $qd"); done
+fi
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+out=$(mktemp)
+trap 'rm -f "$out" "$out.md"' EXIT
+for c in "${cells[@]}"; do
+  set -- $c
+  "$BENCH" model --drive-model "$1" --rw "$2" --qd "$3" --seconds "$SECONDS_PER" --flash-mib 256 | tee -a "$out"
+done
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+{
+  echo "Measured $(date -u +%Y-%m-%d), load average before: $load. Command: \`tools/bench/model-validate.sh --docs\`."
+  echo
+  echo "| profile | I/O | QD | IOPS | profile's IOPS | ratio | mean latency µs | profile's µs | ratio | p99 µs | host CPU µs/IO | model ns/IO |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  while read -r line; do
+    echo "| $(field profile "$line") | $(field rw "$line") | $(field qd "$line") | $(field iops "$line") | $(field profile_iops "$line") | **$(field iops_ratio "$line")** | $(field lat_mean_us "$line") | $(field profile_lat_us "$line") | $(field lat_ratio "$line") | $(field p99_us "$line") | $(field cpu_us_per_io "$line") | $(field model_ns_per_io "$line") |"
+  done < "$out"
+} > "$out.md"
+cat "$out.md"
+# Every cell ran.
+n=$(grep -c '^model ' "$out")
+[ "$n" = "${#cells[@]}" ] || { echo "model-validate: $n of ${#cells[@]} cells ran" >&2; exit 1; }
+[ "$DOCS" = 1 ] && write_section drive-model "$out.md"
+exit 0
