@@ -40,6 +40,14 @@ for c in "${cells[@]}"; do
 done
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 {
+  echo "## Drive timing model: one drive against its profile (tools/bench/model-validate.sh)"
+  echo
+  echo "One modeled drive alone, in process (\`eraid-drive-bench model\`: QD threads of synchronous 4 KiB"
+  echo "random I/O on incompressible data, the drive half full), against the curve its profile gives"
+  echo "(\`DriveProfile::ExpectedIops\`, mean value analysis); the ratio columns are measured / profile."
+  echo "Host CPU per I/O is the whole in-process stack's; model ns per I/O is the model's own arithmetic"
+  echo "(a read's flash and host parts, at QD 16)."
+  echo
   echo "Measured $(date -u +%Y-%m-%d), load average before: $load. Command: \`tools/bench/model-validate.sh --docs\`."
   echo
   echo "| profile | I/O | QD | IOPS | profile's IOPS | ratio | mean latency µs | profile's µs | ratio | p99 µs | host CPU µs/IO | model ns/IO |"
