@@ -38,8 +38,8 @@ build() {  # build DIR [cmake args...] [-- targets...]
 }
 # The tests that exercise concurrent paths (I/O completion, the drives' write caches,
 # conversion workers, rebuild under load, the served stack), run under TSan.
-TSAN_TARGETS=(compress_backend_test compress_drive_test compress_nbd_backend_test compress_codec_test raid_array_test raid_array_crash_test log_volume_test scheduler_test tools_e2e_test nbdkit-eraid-plugin eraid-crash)
-TSAN_TESTS='NbdBackendTest|EraserAndCheckpoints|PageWritesOfAnOpenEraseUnit|DestroyedWhileItsCacheDrains|ConcurrentThreads|ConversionsRunBeside|RowWriterWritesRows|FlushesBesideAppends|VolumeTest.Concurrent|BackgroundWorkers|E2eTest.DriveFailsMidRun|reliability.nbd_kill'
+TSAN_TARGETS=(compress_backend_test compress_drive_model_test compress_drive_test compress_nbd_backend_test compress_codec_test raid_array_test raid_array_crash_test log_volume_test scheduler_test tools_e2e_test nbdkit-eraid-plugin eraid-crash)
+TSAN_TESTS='NbdBackendTest|TimedLayersTest|EraserAndCheckpoints|PageWritesOfAnOpenEraseUnit|DestroyedWhileItsCacheDrains|ConcurrentThreads|ConversionsRunBeside|RowWriterWritesRows|FlushesBesideAppends|VolumeTest.Concurrent|BackgroundWorkers|E2eTest.DriveFailsMidRun|reliability.nbd_kill'
 
 
 case "$cmd" in

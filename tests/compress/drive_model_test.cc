@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "common/data_gen.h"
 #include "compress/compressed_drive.h"
@@ -299,6 +301,50 @@ TEST(TimedLayersTest, AnEmulatedDriveRunsBetweenThem) {
   EXPECT_GT(s.erases, 0u) << "16 overwrites of a drive without expansion make it collect";
   EXPECT_GE(s.ops, 128u * 17);
   ASSERT_TRUE((*drive)->CheckInvariants().ok());
+}
+
+// Several threads through both layers at once (the served array's case: nbdkit threads
+// reading, the row writer writing, the drive's own eraser), each on LBAs of its own: every
+// block reads back as its thread last wrote it. Run under TSan too.
+TEST(TimedLayersTest, ConcurrentThreadsThroughTheLayers) {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  MemBackend mem(4096);
+  auto timing = DriveTiming::Make(ParseDriveProfile("csd,time_scale=0.01").value(), mem);
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.expansion = 1.0;
+  o.background_free_eus = 8;
+  o.timing = &timing->model();
+  auto drive = CompressedDrive::Format(timing->flash(), o);
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  Backend& dev = timing->Attach(**drive);
+  constexpr int kThreads = 4;
+  constexpr uint64_t kPerThread = 128;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + t);
+      std::vector<std::vector<std::byte>> mine(kPerThread, std::vector<std::byte>(kBlockSize));
+      std::vector<std::byte> back(kBlockSize);
+      for (int op = 0; op < 1500; ++op) {
+        const uint64_t i = rng() % kPerThread;
+        const Lba lba(uint64_t(t) * kPerThread + i);
+        if (rng() % 3 == 0) {
+          if (!dev.Read(lba, back).ok() || back != mine[i]) ++failures;
+        } else {
+          FillBlockWithCompressibility(mine[i], 50, rng);
+          if (!dev.Write(lba, mine[i]).ok()) ++failures;
+        }
+      }
+      if (!dev.Flush().ok()) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE((*drive)->CheckInvariants().ok());
+  EXPECT_EQ(timing->model().stats().ops, uint64_t(kThreads) * 1500) << "each read and write once";
 }
 
 }  // namespace

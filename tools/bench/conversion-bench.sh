@@ -6,6 +6,7 @@
 # reads and writes at QD 16 over NBD run while a loop of `eraid convert --to raid10|raid5
 # --rate R` converts every sealed segment one way, then back, paced to R user bytes/s.
 # Usage: tools/bench/conversion-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S]
+#   [--drive-model SPEC] (the drives' timing model, default csd,time_scale=50; none: untimed; --quick: none unless given after it)
 #   full run rewrites the conversion-bench section of docs/benchmarks.md; --quick prints only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,8 +16,8 @@ BUILD=$ROOT/build
 QUICK=0
 RUNTIME=20
 TMPBASE=${TMPDIR:-/tmp}
-quick_defaults() { RUNTIME=3; }  # --quick
-bench_args conversion-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME' "$@"
+quick_defaults() { RUNTIME=3; BENCH_DRIVE_MODEL=none; }  # --quick: small, on the untimed drives
+bench_args conversion-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --drive-model=BENCH_DRIVE_MODEL' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "conversion-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit
@@ -41,7 +42,8 @@ cleanup() {
 trap cleanup EXIT
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-"$ERAID" create --dir "$A" --devices 4 --device-size "$DEVSIZE" --policy manual >/dev/null
+"$ERAID" create --dir "$A" --devices 4 --device-size "$DEVSIZE" --policy manual \
+  --drive-model "$BENCH_DRIVE_MODEL" >/dev/null
 "$ERAID" serve --dir "$A" --daemon >/dev/null
 URI="nbd+unix:///?socket=$A/nbd.sock"
 SPID=$(serve_pid "$A")

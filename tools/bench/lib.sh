@@ -144,10 +144,17 @@ terse_p() {
 # json_num JSON KEY: the first number under "KEY" in a JSON text (status and inspect).
 json_num() { echo "$1" | grep -o "\"$2\":[-0-9.e+]*" | head -1 | cut -d: -f2; }
 
-# array_up ERAID DIR [create options...]: creates and serves an array (a daemon).
+# The drives' timing model the evaluation workflows create their arrays with: their
+# --drive-model option (docs/compressed-drive.md, "Timing model"). By default the paper's
+# kind of drive, slowed until four of them, not this host's two cores, bound the array;
+# `none` runs on the untimed drives, bound by the CPU.
+BENCH_DRIVE_MODEL=${BENCH_DRIVE_MODEL:-csd,time_scale=50}
+
+# array_up ERAID DIR [create options...]: creates and serves an array (a daemon), its
+# drives timed by BENCH_DRIVE_MODEL.
 array_up() {
   local eraid=$1 dir=$2; shift 2
-  "$eraid" create --dir "$dir" "$@" >/dev/null
+  "$eraid" create --dir "$dir" --drive-model "$BENCH_DRIVE_MODEL" "$@" >/dev/null
   "$eraid" serve --dir "$dir" --daemon >/dev/null
 }
 array_down() { "$1" stop --dir "$2" >/dev/null 2>&1 || true; }
