@@ -1,6 +1,7 @@
 #include "compress/timed_backend.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace eraid {
 
@@ -119,13 +120,38 @@ void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
 // ---- TimedDrive ----
 
 void TimedDrive::SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) {
+  // The drive reads inside Submit; its flash part's wait is deferred (not slept) and the
+  // completion held until the host part after it is done, so that reads submitted to
+  // several drives wait together. Whichever comes second — the inner completion (run by
+  // any thread's Poll) or this thread learning the flash part's time — holds it.
+  struct Read {
+    std::mutex mu;
+    bool have_flash = false, have_status = false;
+    uint64_t flash_done = 0;
+    Status status;
+    IoCallback done;
+  };
+  auto r = std::make_shared<Read>();
+  r->done = std::move(done);
   const uint64_t submitted = model_.clock().NowNanos();
   const uint64_t bytes = buf.size();
-  // The drive reads (its flash part waited out below it) inside Submit: the host part
-  // is charged when it is done.
-  inner_.SubmitRead(lba, buf, [this, submitted, bytes, done = std::move(done)](Status s) mutable {
-    held_.Push(std::move(done), std::move(s), model_.HostRead(bytes, true, submitted));
-  });
+  auto hold = [this, r, submitted, bytes] {  // REQUIRES: r->mu held, both halves known
+    held_.Push(std::move(r->done), std::move(r->status),
+               model_.HostRead(bytes, true, submitted, r->flash_done));
+  };
+  {
+    DeferScope flash;
+    inner_.SubmitRead(lba, buf, [r, hold](Status s) {
+      std::lock_guard lock(r->mu);
+      r->status = std::move(s);
+      r->have_status = true;
+      if (r->have_flash) hold();
+    });
+    std::lock_guard lock(r->mu);
+    r->flash_done = flash.until();
+    r->have_flash = true;
+    if (r->have_status) hold();
+  }
 }
 
 void TimedDrive::SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) {

@@ -290,8 +290,8 @@ Status ElasticArray::ReadVerifiedLocked(
     mismatch = true;
     if (count) ++stats_.crc_mismatches;
   }
-  BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
-    return io_->ReadBlock(d, s.value, lba, b);
+  BlockReader reader = [&](std::span<const BlockRead> reads, std::vector<bool>* ok) {
+    io_->ReadAcross(s.value, reads, ok);
   };
   if (SchemeFor(seg.entry.scheme).ReadAlternative(geometry_, s, pos, reader, valid, out)) {
     if (count) ++stats_.reconstructions;
@@ -304,6 +304,29 @@ Status ElasticArray::ReadVerifiedLocked(
   if (count) ++stats_.data_loss;
   return Status::DataLoss("segment " + std::to_string(s.value) + " position " +
                           std::to_string(pos) + ": no copy matches its CRC");
+}
+
+bool ElasticArray::ReconstructShared(SegmentId s, const Segment& seg, uint32_t pos,
+                                     std::span<std::byte> out) {
+  const uint32_t want = seg.crc[pos];
+  BlockReader reader = [&](std::span<const BlockRead> reads, std::vector<bool>* ok) {
+    std::vector<Status> results;
+    std::vector<bool> asked;
+    io_->SubmitAcross(s.value, reads, &results, &asked);
+    ok->assign(reads.size(), false);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (!asked[i]) continue;
+      fast_reads_[reads[i].device].fetch_add(1, std::memory_order_relaxed);
+      (*ok)[i] = results[i].ok();
+    }
+  };
+  if (!SchemeFor(seg.entry.scheme)
+           .ReadAlternative(
+               geometry_, s, pos, reader, [&](auto b) { return Crc32c(b) == want; }, out)) {
+    return false;
+  }
+  shared_reconstructions_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode) {
@@ -352,6 +375,14 @@ Status ElasticArray::Read(SegmentId s, uint32_t position, std::span<std::byte> o
       // The CLOCK's reference bit, written only when it changes (readers share the line).
       if (!seg.crc_used.load(std::memory_order_relaxed))
         seg.crc_used.store(true, std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    // Degraded: the primary copy's device is down. A reconstruction only reads (the other
+    // blocks of its row, all at once), so it too runs beside other reads; what it cannot
+    // verify goes on to the exclusive path. (Under the exclusive lock, one degraded read
+    // at a time held every read of the array: on modeled drives, 301 IOPS at QD 16.)
+    if (position < seg.crc.size() && io_->state(p.device) != DeviceState::kOk &&
+        ReconstructShared(s, seg, position, out)) {
       return Status::Ok();
     }
   }
@@ -560,6 +591,7 @@ ArrayStats ElasticArray::stats() const {
   for (uint32_t d = 0; d < s.devices.size(); ++d)
     s.devices[d].reads += fast_reads_[d].load(std::memory_order_relaxed);
   s.packed_blocks = packed_blocks_.load(std::memory_order_relaxed);
+  s.reconstructions += shared_reconstructions_.load(std::memory_order_relaxed);
   s.crc_cache_bytes = crc_bytes_;
   s.memory_bytes = 0;
   for (const auto& seg : segments_) {

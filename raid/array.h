@@ -322,6 +322,11 @@ class ElasticArray {
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
+  // Position `pos` of `seg` rebuilt from its redundancy, under the shared lock (its primary
+  // copy's device is down): reads only, counted in atomics; false if no copy it reaches
+  // matches the CRC (the caller retries under the exclusive lock, which repairs and
+  // counts). REQUIRES: mu_ held shared, and the segment's CRCs loaded.
+  bool ReconstructShared(SegmentId s, const Segment& seg, uint32_t pos, std::span<std::byte> out);
   // The CRC cache (set_crc_cache_bytes). LoadCrcsLocked makes segment s's CRCs resident
   // (DataLoss if a summary cannot be read); TrimCrcCacheLocked lets sealed segments' go
   // until the total is within the bound, never `keep`'s; CountCrcLocked brings the total
@@ -365,6 +370,7 @@ class ElasticArray {
   // (a mismatch, a failed device, a repair) retries under the exclusive lock.
   mutable RwMutex mu_;
   std::array<std::atomic<uint64_t>, kMaxDevices> fast_reads_{};  // device reads of the fast path
+  std::atomic<uint64_t> shared_reconstructions_{0};  // ReconstructShared's, beside stats_'s
   ArrayStats stats_;                        // before io_, which keeps the per-device part of it
   std::unique_ptr<ChangeTracker> changes_;  // before io_, which marks what it writes
   std::unique_ptr<Io> io_;

@@ -147,6 +147,57 @@ class ElasticArray::Io {
     return s.ok();
   }
 
+  // ReadBlock of blocks of segment `segment` on several devices, all in flight together
+  // (each device's SubmitRead, then each one polled): a read waits for the slowest device,
+  // not for the sum of them. One block is a ReadBlock. (*ok)[i] as ReadBlock returns it.
+  void ReadAcross(uint32_t segment, std::span<const BlockRead> reads, std::vector<bool>* ok) {
+    std::vector<Status> results;
+    std::vector<bool> asked;
+    SubmitAcross(segment, reads, &results, &asked);
+    ok->assign(reads.size(), false);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (!asked[i]) continue;
+      ++stats_->devices[reads[i].device].reads;
+      Note(reads[i].device, results[i]);
+      (*ok)[i] = results[i].ok();
+    }
+  }
+  // The reads of ReadAcross and nothing else: no counts, no device failed by an error (a
+  // caller under the shared lock counts in atomics and leaves errors to a retry under the
+  // exclusive lock). (*asked)[i]: the device was readable, and results[i] is its answer.
+  void SubmitAcross(uint32_t segment, std::span<const BlockRead> reads,
+                    std::vector<Status>* results, std::vector<bool>* asked) const {
+    results->assign(reads.size(), Status::Ok());
+    asked->assign(reads.size(), false);
+    struct Pending {
+      explicit Pending(size_t n) : done(n), results(n) {}
+      std::vector<std::atomic<bool>> done;
+      std::vector<Status> results;
+    };
+    std::shared_ptr<Pending> pending;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const uint32_t d = reads[i].device;
+      ERAID_CHECK(d < devices_.size());
+      if (!readable(d, segment)) continue;
+      (*asked)[i] = true;
+      if (reads.size() == 1) {  // nothing to wait beside: the synchronous read
+        (*results)[i] = devices_[d]->Read(Lba(reads[i].lba), reads[i].out);
+        return;
+      }
+      if (!pending) pending = std::make_shared<Pending>(reads.size());
+      devices_[d]->SubmitRead(Lba(reads[i].lba), reads[i].out, [pending, i](Status st) {
+        pending->results[i] = std::move(st);
+        pending->done[i].store(true, std::memory_order_release);
+      });
+    }
+    for (size_t i = 0; i < reads.size(); ++i) {
+      if (!(*asked)[i] || !pending) continue;
+      while (!pending->done[i].load(std::memory_order_acquire))
+        devices_[reads[i].device]->Poll(true);
+      (*results)[i] = std::move(pending->results[i]);
+    }
+  }
+
   // ReadBlock of many blocks of one device at once (Backend::ReadMany); ok[i] as
   // ReadBlock returns it for blocks[i], read into the i-th 4 KiB of `out`.
   void ReadBlocks(uint32_t d, std::span<const uint32_t> segments, std::span<const Lba> blocks,

@@ -219,8 +219,8 @@ Result<ScrubReport> ElasticArray::Scrub() {
       report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
       if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0)
         continue;  // counted as unrepairable below
-      BlockReader reader = [&](uint32_t d, uint64_t lba, std::span<std::byte> b) {
-        return io_->ReadBlock(d, s.value, lba, b);
+      BlockReader reader = [&](std::span<const BlockRead> reads, std::vector<bool>* ok) {
+        io_->ReadAcross(s.value, reads, ok);
       };
       if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
         ++(scheme.has_parity() ? report.parity_mismatches : report.mirror_mismatches);

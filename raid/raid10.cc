@@ -31,7 +31,7 @@ class Raid10 final : public Scheme {
   bool ReadAlternative(const ArrayGeometry& g, SegmentId s, uint64_t pos, const BlockReader& read,
                        const BlockCheck& check, std::span<std::byte> out) const override {
     Place m = g.Mirror(s, pos);
-    return read(m.device, m.lba, out) && check(out);
+    return ReadOne(read, m.device, m.lba, out) && check(out);
   }
 
   void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
@@ -47,7 +47,7 @@ class Raid10 final : public Scheme {
     std::vector<std::byte> copy(kBlockSize);
     for (uint64_t i = 0; i < g.row_blocks(); ++i) {
       Place m = g.Mirror(s, uint64_t{row} * g.row_blocks() + i);
-      if (!read(m.device, m.lba, copy)) continue;
+      if (!ReadOne(read, m.device, m.lba, copy)) continue;
       if (std::memcmp(copy.data(), row_data.data() + BlocksToBytes(i), kBlockSize) != 0)
         return false;
     }

@@ -1,6 +1,7 @@
 // RAID5: n data chunks and one rotating parity chunk per row, in slot-1; slot-2 empty
 // except for the mirrored copies of a partial row that a flush made durable before the
 // row's parity existed (array.cc keeps them until the parity is durable).
+#include <algorithm>
 #include <cstring>
 
 #include "raid/scheme.h"
@@ -39,28 +40,29 @@ class Raid5 final : public Scheme {
     const uint32_t row = g.RowOf(pos);
     const uint64_t off = pos % g.chunk_blocks;
     const uint32_t me = static_cast<uint32_t>((pos % g.row_blocks()) / g.chunk_blocks);
+    //    All n of them are read at once.
     AlignedBuffer blocks(BlocksToBytes(g.data_devices()));
+    std::vector<BlockRead> reads;
     std::vector<const std::byte*> srcs;
-    bool all = true;
-    for (uint32_t j = 0; j < g.data_devices() && all; ++j) {
+    for (uint32_t j = 0; j < g.data_devices(); ++j) {
       if (j == me) continue;
       Place p = g.Primary(s, g.PositionOf(row, j, off));
-      std::span<std::byte> b(blocks.data() + BlocksToBytes(srcs.size()), kBlockSize);
-      all = read(p.device, p.lba, b);
-      srcs.push_back(b.data());
+      reads.push_back({p.device, p.lba, {blocks.data() + BlocksToBytes(srcs.size()), kBlockSize}});
+      srcs.push_back(reads.back().out.data());
     }
-    if (all) {
-      Place p = g.Parity(s, row, off);
-      std::span<std::byte> b(blocks.data() + BlocksToBytes(srcs.size()), kBlockSize);
-      if (read(p.device, p.lba, b)) {
-        srcs.push_back(b.data());
-        XorBlocks(srcs, out.data(), kBlockSize);
-        if (check(out)) return true;
-      }
+    Place parity = g.Parity(s, row, off);
+    reads.push_back(
+        {parity.device, parity.lba, {blocks.data() + BlocksToBytes(srcs.size()), kBlockSize}});
+    srcs.push_back(reads.back().out.data());
+    std::vector<bool> ok;
+    read(reads, &ok);
+    if (std::find(ok.begin(), ok.end(), false) == ok.end()) {
+      XorBlocks(srcs, out.data(), kBlockSize);
+      if (check(out)) return true;
     }
     // 2. A partial row's mirror, if a flush left one.
     Place m = g.Mirror(s, pos);
-    return read(m.device, m.lba, out) && check(out);
+    return ReadOne(read, m.device, m.lba, out) && check(out);
   }
 
   void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
@@ -83,7 +85,8 @@ class Raid5 final : public Scheme {
     XorBlocks(srcs, parity.data(), chunk_bytes);
     for (uint64_t off = 0; off < g.chunk_blocks; ++off) {
       Place p = g.Parity(s, row, off);
-      if (!read(p.device, p.lba, stored)) continue;  // parity device down: nothing to compare
+      if (!ReadOne(read, p.device, p.lba, stored))
+        continue;  // parity device down: nothing to compare
       if (std::memcmp(stored.data(), parity.data() + BlocksToBytes(off), kBlockSize) != 0)
         return false;
     }

@@ -31,8 +31,24 @@ struct DeviceTrim {
   uint64_t count_blocks;
 };
 
-// Reads one block from a device; returns false if the device cannot serve it.
-using BlockReader = std::function<bool(uint32_t device, uint64_t lba, std::span<std::byte> out)>;
+// A block to read: from `device` at `lba` into `out`.
+struct BlockRead {
+  uint32_t device;
+  uint64_t lba;
+  std::span<std::byte> out;
+};
+// Reads the blocks, all in flight together (a degraded RAID5 read's n surviving blocks
+// wait on their n drives at once, not one after another); (*ok)[i] is whether reads[i]
+// was served (false where its device is down or fails it).
+using BlockReader = std::function<void(std::span<const BlockRead> reads, std::vector<bool>* ok)>;
+// One block through a BlockReader: whether it was served.
+inline bool ReadOne(const BlockReader& read, uint32_t device, uint64_t lba,
+                    std::span<std::byte> out) {
+  const BlockRead r{device, lba, out};
+  std::vector<bool> ok;
+  read(std::span(&r, 1), &ok);
+  return ok[0];
+}
 // True if the bytes are the block wanted (its CRC matches).
 using BlockCheck = std::function<bool(std::span<const std::byte>)>;
 

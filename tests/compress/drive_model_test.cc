@@ -264,6 +264,52 @@ TEST(TimedLayersTest, CompletionsWaitForTheirModeledTime) {
   EXPECT_EQ(back, page);
 }
 
+// An asynchronous read through both layers is not slept on: its completion is held
+// until the flash part and the host part after it are done, so reads submitted to
+// several drives wait together (the array's degraded reads, raid/array_internal.h).
+TEST(TimedLayersTest, AnAsyncReadIsHeldUntilItsFlashAndHostPartsAreDone) {
+  ManualClock clock(1000 * kUs);
+  MemBackend mem(1024);
+  // Nothing may wait on a manual clock: a buffer that takes every write, flushes at once.
+  auto p = Small();
+  p.plp = true;
+  p.write_buffer_bytes = 64ull << 20;
+  auto timing = DriveTiming::Make(p, mem, clock);
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.expansion = 1.0;
+  o.timing = &timing->model();
+  auto drive = CompressedDrive::Format(timing->flash(), o);
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  std::vector<std::byte> block(kBlockSize, std::byte{9}), back(kBlockSize);
+  // Written through the drive itself (Small() has no host costs, and with a manual clock
+  // nothing may wait), closed and opened again: the record is on the modeled flash, not
+  // in an erase unit's buffer in RAM.
+  ASSERT_TRUE((*drive)->Write(Lba(5), block).ok());
+  ASSERT_TRUE((*drive)->Close().ok());
+  drive->reset();
+  drive = CompressedDrive::Open(timing->flash(), o);
+  ASSERT_TRUE(drive.ok()) << drive.status().ToString();
+  clock.AdvanceNanos(100000 * kUs);  // every program and the open's reads done
+  Backend& dev = timing->Attach(**drive);
+  const uint64_t reads_before = timing->model().stats().flash_reads;
+  bool done = false;
+  dev.SubmitRead(Lba(5), back, [&](Status s) {
+    EXPECT_TRUE(s.ok());
+    done = true;
+  });
+  dev.Poll(false);
+  EXPECT_EQ(timing->model().stats().flash_reads, reads_before + 1) << "read from flash";
+  EXPECT_FALSE(done) << "released before the page was sensed";
+  clock.AdvanceNanos(49 * kUs);
+  dev.Poll(false);
+  EXPECT_FALSE(done);
+  clock.AdvanceNanos(4 * kUs);  // sensed (50 us) and moved over the channel (<= 2 us)
+  dev.Poll(false);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(back, block);
+}
+
 // A drive between the layers, on the real clock with a fast profile: its data and its
 // own erases pass through, and the model sees the programs, reads and erases.
 TEST(TimedLayersTest, AnEmulatedDriveRunsBetweenThem) {
