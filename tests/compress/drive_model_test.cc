@@ -33,6 +33,15 @@ DriveProfile Small() {
   return *p;
 }
 
+// A small emulated drive (16-block erase units, no expansion) told of `timing`'s model.
+DriveOptions SmallDrive(DriveTiming& timing) {
+  DriveOptions o;
+  o.erase_unit_blocks = 16;
+  o.expansion = 1.0;
+  o.timing = &timing.model();
+  return o;
+}
+
 TEST(DriveProfileTest, NamedProfilesAndOverrides) {
   for (const auto& name : DriveProfileNames()) {
     auto p = ParseDriveProfile(name);
@@ -275,10 +284,7 @@ TEST(TimedLayersTest, AnAsyncReadIsHeldUntilItsFlashAndHostPartsAreDone) {
   p.plp = true;
   p.write_buffer_bytes = 64ull << 20;
   auto timing = DriveTiming::Make(p, mem, clock);
-  DriveOptions o;
-  o.erase_unit_blocks = 16;
-  o.expansion = 1.0;
-  o.timing = &timing->model();
+  DriveOptions o = SmallDrive(*timing);
   auto drive = CompressedDrive::Format(timing->flash(), o);
   ASSERT_TRUE(drive.ok()) << drive.status().ToString();
   std::vector<std::byte> block(kBlockSize, std::byte{9}), back(kBlockSize);
@@ -318,10 +324,7 @@ TEST(TimedLayersTest, AnEmulatedDriveRunsBetweenThem) {
   std::mt19937_64 rng(seed);
   MemBackend mem(512);
   auto timing = DriveTiming::Make(ParseDriveProfile("nvme-tlc,time_scale=0.01").value(), mem);
-  DriveOptions o;
-  o.erase_unit_blocks = 16;
-  o.expansion = 1.0;
-  o.timing = &timing->model();
+  DriveOptions o = SmallDrive(*timing);
   auto drive = CompressedDrive::Format(timing->flash(), o);
   ASSERT_TRUE(drive.ok()) << drive.status().ToString();
   Backend& dev = timing->Attach(**drive);
@@ -357,11 +360,8 @@ TEST(TimedLayersTest, ConcurrentThreadsThroughTheLayers) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   MemBackend mem(4096);
   auto timing = DriveTiming::Make(ParseDriveProfile("csd,time_scale=0.01").value(), mem);
-  DriveOptions o;
-  o.erase_unit_blocks = 16;
-  o.expansion = 1.0;
+  DriveOptions o = SmallDrive(*timing);
   o.background_free_eus = 8;
-  o.timing = &timing->model();
   auto drive = CompressedDrive::Format(timing->flash(), o);
   ASSERT_TRUE(drive.ok()) << drive.status().ToString();
   Backend& dev = timing->Attach(**drive);
