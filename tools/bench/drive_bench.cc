@@ -194,6 +194,12 @@ double CpuSeconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
+// Context switches of the whole process so far, voluntary and not.
+double ContextSwitches() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_nvcsw + u.ru_nivcsw);
+}
 
 // The model's own arithmetic per I/O (a flash read and its host part), at queue depth
 // 16: a manual clock moves on by a sixteenth of the read latency per I/O.
@@ -262,7 +268,7 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   std::atomic<bool> stop{false};
   std::vector<std::vector<double>> lat_us(qd);
   std::vector<std::thread> threads;
-  const double cpu0 = CpuSeconds();
+  const double cpu0 = CpuSeconds(), switches0 = ContextSwitches();
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t t = 0; t < qd; ++t) {
     threads.emplace_back([&, t] {
@@ -282,6 +288,7 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   stop = true;
   for (auto& th : threads) th.join();
   const double secs = Seconds(start), cpu = CpuSeconds() - cpu0;
+  const double switches = ContextSwitches() - switches0;
   std::vector<double> all;
   for (auto& v : lat_us) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
@@ -294,11 +301,11 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   std::printf(
       "model profile=%s rw=%s qd=%u iops=%.0f profile_iops=%.0f iops_ratio=%.3f lat_mean_us=%.1f "
       "profile_lat_us=%.1f lat_ratio=%.3f p99_us=%.1f cpu_us_per_io=%.2f model_ns_per_io=%.0f "
-      "profile_units_iops=%.0f flash_reads_per_io=%.2f queued_share=%.2f\n",
+      "profile_units_iops=%.0f flash_reads_per_io=%.2f queued_share=%.2f switches_per_io=%.2f\n",
       profile->Spec().c_str(), rw.c_str(), qd, n / secs, want_iops, n / secs / want_iops, sum / n,
       want_lat_us, sum / n / want_lat_us, all[size_t(n * 0.99)], cpu * 1e6 / n,
       ModelCostNs(*profile), n / secs * scale, double(timing->model().stats().flash_reads) / n,
-      timing->model().stats().queued_share());
+      timing->model().stats().queued_share(), switches / n);
   return 0;
 }
 

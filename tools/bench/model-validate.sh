@@ -45,15 +45,16 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
   echo "One modeled drive alone, in process (\`eraid-drive-bench model\`: QD threads of synchronous 4 KiB"
   echo "random I/O on incompressible data, the drive half full), against the curve its profile gives"
   echo "(\`DriveProfile::ExpectedIops\`, mean value analysis); the ratio columns are measured / profile."
-  echo "Host CPU per I/O is the whole in-process stack's; model ns per I/O is the model's own arithmetic"
+  echo "Host CPU and context switches per I/O are the whole in-process stack's (getrusage of the process);"
+  echo "model ns per I/O is the model's own arithmetic"
   echo "(a read's flash and host parts, at QD 16)."
   echo
   echo "Measured $(date -u +%Y-%m-%d), load average before: $load. Command: \`tools/bench/model-validate.sh --docs\`."
   echo
-  echo "| profile | I/O | QD | IOPS | profile's IOPS | ratio | mean latency µs | profile's µs | ratio | p99 µs | host CPU µs/IO | model ns/IO |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| profile | I/O | QD | IOPS | profile's IOPS | ratio | mean latency µs | profile's µs | ratio | p99 µs | host CPU µs/IO | switches/IO | model ns/IO |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   while read -r line; do
-    echo "| $(field profile "$line") | $(field rw "$line") | $(field qd "$line") | $(field iops "$line") | $(field profile_iops "$line") | **$(field iops_ratio "$line")** | $(field lat_mean_us "$line") | $(field profile_lat_us "$line") | $(field lat_ratio "$line") | $(field p99_us "$line") | $(field cpu_us_per_io "$line") | $(field model_ns_per_io "$line") |"
+    echo "| $(field profile "$line") | $(field rw "$line") | $(field qd "$line") | $(field iops "$line") | $(field profile_iops "$line") | **$(field iops_ratio "$line")** | $(field lat_mean_us "$line") | $(field profile_lat_us "$line") | $(field lat_ratio "$line") | $(field p99_us "$line") | $(field cpu_us_per_io "$line") | $(field switches_per_io "$line") | $(field model_ns_per_io "$line") |"
   done < "$out"
 } > "$out.md"
 cat "$out.md"
