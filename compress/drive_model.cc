@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+#include <functional>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "common/check.h"
 
@@ -55,8 +56,6 @@ DriveProfile SataSsd() {
   return p;
 }
 
-// key -> how to set it from text; false if the value is bad.
-using Setter = bool (*)(DriveProfile&, const std::string&);
 bool ToDouble(const std::string& v, double* out, double lo, double hi) {
   try {
     size_t used = 0;
@@ -68,63 +67,63 @@ bool ToDouble(const std::string& v, double* out, double lo, double hi) {
     return false;
   }
 }
-template <typename T>
-bool ToWhole(const std::string& v, T* out, double lo, double hi) {
-  double d = 0;
-  if (!ToDouble(v, &d, lo, hi) || d != std::floor(d)) return false;
-  *out = static_cast<T>(d);
-  return true;
-}
 bool ToBool(const std::string& v, bool* out) {
   if (v == "1" || v == "on" || v == "true") return *out = true, true;
   if (v == "0" || v == "off" || v == "false") return *out = false, true;
   return false;
 }
-#define ERAID_US(field)                                                                          \
-  {                                                                                              \
-#field, [](DriveProfile & p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); } \
-  }
-#define ERAID_RATE(field)                                                                        \
-  {                                                                                              \
-#field, [](DriveProfile & p, const std::string& v) { return ToDouble(v, &p.field, 0, 1e6); } \
-  }
-const std::map<std::string, Setter>& Setters() {
-  static const std::map<std::string, Setter> setters{
-      {"channels",
-       [](DriveProfile& p, const std::string& v) { return ToWhole(v, &p.channels, 1, 64); }},
-      {"dies_per_channel",
-       [](DriveProfile& p, const std::string& v) {
-         return ToWhole(v, &p.dies_per_channel, 1, 64);
-       }},
-      {"page_bytes",
-       [](DriveProfile& p, const std::string& v) {
-         return ToWhole(v, &p.page_bytes, 4096, 1 << 20) && p.page_bytes % 4096 == 0;
-       }},
-      ERAID_US(read_us),
-      ERAID_US(program_us),
-      ERAID_US(erase_us),
-      ERAID_US(controller_read_us),
-      ERAID_US(controller_write_us),
-      ERAID_US(suspend_us),
-      ERAID_RATE(channel_mb_s),
-      ERAID_RATE(host_read_mb_s),
-      ERAID_RATE(host_write_mb_s),
-      ERAID_RATE(compress_mb_s),
-      ERAID_RATE(decompress_mb_s),
-      {"write_buffer_bytes",
-       [](DriveProfile& p, const std::string& v) {
-         return ToWhole(v, &p.write_buffer_bytes, 65536, double(1ull << 34));
-       }},
-      {"plp", [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.plp); }},
-      {"program_suspend",
-       [](DriveProfile& p, const std::string& v) { return ToBool(v, &p.program_suspend); }},
-      {"time_scale", [](DriveProfile& p,
-                        const std::string& v) { return ToDouble(v, &p.time_scale, 0.001, 1e6); }},
+
+// A profile's key: how --drive-model sets it from text (false if the value is bad) and
+// how Spec() reads it back. One table for both, in the order Spec() writes them.
+struct Field {
+  const char* key;
+  std::function<bool(DriveProfile&, const std::string&)> set;
+  std::function<double(const DriveProfile&)> get;
+};
+// A member's field: numbers within [lo, hi] (whole ones a multiple of `multiple`), flags
+// as 1/0, on/off, true/false.
+template <typename T>
+Field Member(const char* key, T DriveProfile::*m, double lo = 0, double hi = 1e6,
+             uint64_t multiple = 1) {
+  auto set = [=](DriveProfile& p, const std::string& v) {
+    if constexpr (std::is_same_v<T, bool>) {
+      return ToBool(v, &(p.*m));
+    } else {
+      double d = 0;
+      if (!ToDouble(v, &d, lo, hi)) return false;
+      if constexpr (std::is_integral_v<T>) {
+        if (d != std::floor(d) || static_cast<uint64_t>(d) % multiple != 0) return false;
+      }
+      p.*m = static_cast<T>(d);
+      return true;
+    }
   };
-  return setters;
+  return {key, set, [=](const DriveProfile& p) { return static_cast<double>(p.*m); }};
 }
-#undef ERAID_US
-#undef ERAID_RATE
+const std::vector<Field>& Fields() {
+  using P = DriveProfile;
+  static const std::vector<Field> fields{
+      Member("channels", &P::channels, 1, 64),
+      Member("dies_per_channel", &P::dies_per_channel, 1, 64),
+      Member("page_bytes", &P::page_bytes, 4096, 1 << 20, 4096),
+      Member("read_us", &P::read_us),
+      Member("program_us", &P::program_us),
+      Member("erase_us", &P::erase_us),
+      Member("channel_mb_s", &P::channel_mb_s),
+      Member("host_read_mb_s", &P::host_read_mb_s),
+      Member("host_write_mb_s", &P::host_write_mb_s),
+      Member("controller_read_us", &P::controller_read_us),
+      Member("controller_write_us", &P::controller_write_us),
+      Member("compress_mb_s", &P::compress_mb_s),
+      Member("decompress_mb_s", &P::decompress_mb_s),
+      Member("write_buffer_bytes", &P::write_buffer_bytes, 65536, double(1ull << 34)),
+      Member("plp", &P::plp),
+      Member("program_suspend", &P::program_suspend),
+      Member("suspend_us", &P::suspend_us),
+      Member("time_scale", &P::time_scale, 0.001, 1e6),
+  };
+  return fields;
+}
 
 std::string Num(double d) {
   std::ostringstream o;
@@ -160,10 +159,10 @@ Result<DriveProfile> ParseDriveProfile(const std::string& spec) {
     if (eq == std::string::npos)
       return Status::InvalidArgument("--drive-model: '" + parts[i] + "' is not key=value");
     const std::string key = parts[i].substr(0, eq), value = parts[i].substr(eq + 1);
-    auto it = Setters().find(key);
-    if (it == Setters().end())
-      return Status::InvalidArgument("--drive-model: no key '" + key + "'");
-    if (!it->second(p, value))
+    auto it = std::find_if(Fields().begin(), Fields().end(),
+                           [&](const Field& f) { return key == f.key; });
+    if (it == Fields().end()) return Status::InvalidArgument("--drive-model: no key '" + key + "'");
+    if (!it->set(p, value))
       return Status::InvalidArgument("--drive-model: bad value for " + key + ": '" + value + "'");
   }
   return p;
@@ -176,27 +175,9 @@ std::string DriveProfile::Spec() const {
   std::ostringstream o;
   o << name;
   const DriveProfile& b = *base;
-  auto add = [&](const char* key, double mine, double theirs) {
-    if (mine != theirs) o << ',' << key << '=' << Num(mine);
-  };
-  add("channels", channels, b.channels);
-  add("dies_per_channel", dies_per_channel, b.dies_per_channel);
-  add("page_bytes", page_bytes, b.page_bytes);
-  add("read_us", read_us, b.read_us);
-  add("program_us", program_us, b.program_us);
-  add("erase_us", erase_us, b.erase_us);
-  add("channel_mb_s", channel_mb_s, b.channel_mb_s);
-  add("host_read_mb_s", host_read_mb_s, b.host_read_mb_s);
-  add("host_write_mb_s", host_write_mb_s, b.host_write_mb_s);
-  add("controller_read_us", controller_read_us, b.controller_read_us);
-  add("controller_write_us", controller_write_us, b.controller_write_us);
-  add("compress_mb_s", compress_mb_s, b.compress_mb_s);
-  add("decompress_mb_s", decompress_mb_s, b.decompress_mb_s);
-  add("write_buffer_bytes", double(write_buffer_bytes), double(b.write_buffer_bytes));
-  add("plp", plp, b.plp);
-  add("program_suspend", program_suspend, b.program_suspend);
-  add("suspend_us", suspend_us, b.suspend_us);
-  add("time_scale", time_scale, b.time_scale);
+  for (const Field& f : Fields()) {
+    if (f.get(*this) != f.get(b)) o << ',' << f.key << '=' << Num(f.get(*this));
+  }
   return o.str();
 }
 
