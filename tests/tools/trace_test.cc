@@ -5,8 +5,10 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 namespace eraid {
 namespace {
@@ -59,6 +61,47 @@ TEST(TraceTest, MalformedLinesAreRejected) {
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kTencent, "1,16,8,2,1063", &r).ok()) << "io_type 2";
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,1,Erase,0,4096,1", &r).ok());
   EXPECT_FALSE(ParseTraceLine(TraceFormat::kMsr, "1,hm,x,Write,0,4096,1", &r).ok());
+}
+
+// The Alibaba parser reads the common line eight digits at a time and leaves every other
+// form to the general parser: numbers of each length 1..20 (the 8-digit steps and the
+// byte-at-a-time tail meet at every length), leading zeros, blanks, signs and overflow
+// must read as the number they spell or be refused.
+TEST(TraceTest, AlibabaNumbersOfEveryLengthParseExactly) {
+  const uint64_t seed = ::testing::UnitTest::GetInstance()->random_seed() + 1;
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  TraceRecord r;
+  for (int round = 0; round < 20000; ++round) {
+    // A value of 1..20 digits (20 digits: some overflow 64 bits and must be refused).
+    const int digits = 1 + static_cast<int>(rng() % 20);
+    std::string text = std::to_string(1 + rng() % 9);
+    while (static_cast<int>(text.size()) < digits) text += char('0' + rng() % 10);
+    if (rng() % 8 == 0) text = std::string(1 + rng() % 3, '0') + text;  // leading zeros
+    const int field = static_cast<int>(rng() % 3);                      // offset, length, time
+    std::string fields[3] = {std::to_string(4096 * (rng() % 1000)), "4096",
+                             std::to_string(rng() % 2000000000000000ull)};
+    fields[field] = text;
+    const char* pad = rng() % 10 == 0 ? " " : "";
+    const std::string line = std::string("v") + std::to_string(rng() % 4) + ",W," + fields[0] +
+                             "," + pad + fields[1] + "," + fields[2];
+    uint64_t want[3];
+    bool fits = true;
+    for (int f = 0; f < 3; ++f) {
+      unsigned __int128 v = 0;
+      for (char c : fields[f]) v = v * 10 + unsigned(c - '0');
+      fits = fits && v <= UINT64_MAX;
+      want[f] = static_cast<uint64_t>(v);
+    }
+    const bool valid = fits && want[1] > 0 && want[0] <= UINT64_MAX - want[1] &&
+                       (want[0] + want[1] - 1) / 4096 - want[0] / 4096 < UINT32_MAX;
+    const Status s = ParseTraceLine(TraceFormat::kAlibaba, line, &r);
+    ASSERT_EQ(s.ok(), valid) << "'" << line << "': " << s.ToString() << " (seed " << seed << ")";
+    if (!valid) continue;
+    EXPECT_EQ(r.lba, want[0] / 4096) << line;
+    EXPECT_EQ(r.blocks, (want[0] + want[1] - 1) / 4096 - want[0] / 4096 + 1) << line;
+    EXPECT_EQ(r.timestamp_us, want[2]) << line;
+  }
 }
 
 class TraceFileTest : public ::testing::Test {
