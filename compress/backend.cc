@@ -71,9 +71,19 @@ void Backend::ReadBytesMany(std::span<const ByteExtent> extents,
 Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
   return RunSync(*this, [&](IoCallback cb) { SubmitWrite(lba, buf, std::move(cb)); });
 }
+void Backend::ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                             std::span<StoredBlock> stored, std::span<Status> results) {
+  for (StoredBlock& b : stored) b.bytes.clear();
+  ReadMany(blocks, out, results);
+}
 Status Backend::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
-  stored->bytes.clear();
-  return Read(lba, out);
+  if (out.size() != kBlockSize) {
+    stored->bytes.clear();
+    return Status::InvalidArgument("ReadStored takes one block");
+  }
+  Status result;
+  ReadStoredMany(std::span(&lba, 1), out, std::span(stored, 1), std::span(&result, 1));
+  return result;
 }
 Status Backend::WriteStored(Lba lba, std::span<const std::byte> data,
                             std::span<const StoredBlock>) {

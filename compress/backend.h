@@ -121,9 +121,13 @@ class Backend {
   // The same for byte ranges: extents[i] into out[i] (extents[i].length bytes).
   virtual void ReadBytesMany(std::span<const ByteExtent> extents,
                              std::span<const std::span<std::byte>> out, std::span<Status> results);
-  // Read() of one block, and its stored form where the device keeps one (by default it
-  // does not: `stored->bytes` comes back empty).
-  virtual Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored);
+  // ReadMany(), and each block's stored form where the device keeps one (by default it
+  // does not: every `stored[i].bytes` comes back empty). All in flight together where the
+  // device can: a conversion reads a chunk of a segment at a time with it.
+  virtual void ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                              std::span<StoredBlock> stored, std::span<Status> results);
+  // The same for one block.
+  Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored);
   // Write() of `data`, where `stored` (empty, or one per block) holds each block's stored
   // form from a device of the same kind, which a device may store as it is instead of
   // encoding `data` again. The default ignores it.

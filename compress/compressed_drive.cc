@@ -268,16 +268,9 @@ void CompressedDrive::Prefetch(std::span<const Lba> blocks) {
   flash_.PrefetchBytes(records);
 }
 
-Status CompressedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
-  stored->bytes.clear();
-  ERAID_RETURN_IF_ERROR(CheckExtent(lba, out.size()));
-  if (out.size() != kBlockSize) return Status::InvalidArgument("ReadStored takes one block");
-  if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
-    std::lock_guard lock(cache_mu_);
-    if (auto it = cached_.find(lba.value); it != cached_.end())
-      return it->second.CopyTo(out.data());  // not stored yet: the data only
-  }
-  return ReadBlock(lba.value, out.data(), stored);
+void CompressedDrive::ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                                     std::span<StoredBlock> stored, std::span<Status> results) {
+  ReadManyKeeping(blocks, out, stored, results);
 }
 
 Status CompressedDrive::WriteStored(Lba lba, std::span<const std::byte> data,
@@ -378,10 +371,27 @@ Status CompressedDrive::DecodeBlockRecord(uint64_t block, std::span<const std::b
 
 void CompressedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                                std::span<Status> results) {
+  ReadManyKeeping(blocks, out, {}, results);
+}
+
+void CompressedDrive::ReadManyKeeping(std::span<const Lba> blocks, std::span<std::byte> out,
+                                      std::span<StoredBlock> keep, std::span<Status> results) {
   auto block_out = [&](size_t i) { return out.subspan(BlocksToBytes(i), kBlockSize); };
+  auto keep_of = [&](size_t i) { return keep.empty() ? nullptr : &keep[i]; };
+  for (StoredBlock& b : keep) b.bytes.clear();  // unmapped, cached: no stored form
+  // The write cache's hits first, as Read() does (a cached block has no record yet: the
+  // data only). A block leaves the cache only after the map points at its record, so a
+  // miss reads the stored copy (or a newer one) below, with the others.
+  std::vector<bool> hit;
   if (options_.write_cache_blocks && cached_size_.load(std::memory_order_acquire) != 0) {
-    Backend::ReadMany(blocks, out, results);  // the cache's hits first: as Read() does
-    return;
+    hit.assign(blocks.size(), false);
+    std::lock_guard lock(cache_mu_);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      auto it = cached_.find(blocks[i].value);
+      if (it == cached_.end() || !CheckExtent(blocks[i], kBlockSize).ok()) continue;
+      results[i] = it->second.CopyTo(block_out(i).data());
+      hit[i] = true;
+    }
   }
   // As in ReadBlock: the records are found under the lock and read without it; if an
   // erase went by meanwhile, each is read again the careful way.
@@ -392,6 +402,7 @@ void CompressedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte>
     std::lock_guard lock(mu_);
     erasures = erasures_.load(std::memory_order_relaxed);
     for (size_t i = 0; i < blocks.size(); ++i) {
+      if (!hit.empty() && hit[i]) continue;
       results[i] = CheckExtent(blocks[i], kBlockSize);
       if (!results[i].ok()) continue;
       const uint64_t loc = map_.Get(blocks[i].value);
@@ -431,10 +442,10 @@ void CompressedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte>
     if (r == SIZE_MAX || erased || !got[r].ok()) {
       results[i] = r != SIZE_MAX && !erased && got[r].code() == StatusCode::kIoError
                        ? got[r]
-                       : ReadBlock(blocks[i].value, block_out(i).data());
+                       : ReadBlock(blocks[i].value, block_out(i).data(), keep_of(i));
       continue;
     }
-    results[i] = DecodeBlockRecord(blocks[i].value, bufs[r], block_out(i).data(), nullptr);
+    results[i] = DecodeBlockRecord(blocks[i].value, bufs[r], block_out(i).data(), keep_of(i));
   }
 }
 

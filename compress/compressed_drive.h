@@ -186,7 +186,8 @@ class CompressedDrive final : public Backend {
   void SubmitFlush(IoCallback done) override;
   // A block's record payload, and storing one as it is: a RAID5 -> RAID10 conversion
   // copies records from drive to drive without decompressing and compressing them again.
-  Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) override;
+  void ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<StoredBlock> stored, std::span<Status> results) override;
   Status WriteStored(Lba lba, std::span<const std::byte> data,
                      std::span<const StoredBlock> stored) override;
   // The records of the blocks, on their flash (records in erase-unit buffers need none).
@@ -234,6 +235,9 @@ class CompressedDrive final : public Backend {
   Status DoRead(Lba lba, std::span<std::byte> buf);
   // `keep`: also the record's codec and payload.
   Status ReadBlock(uint64_t block, std::byte* out, StoredBlock* keep = nullptr);
+  // ReadMany, and with `keep` (empty, or one per block) each record's codec and payload.
+  void ReadManyKeeping(std::span<const Lba> blocks, std::span<std::byte> out,
+                       std::span<StoredBlock> keep, std::span<Status> results);
   // Block `block` from its record as read: the header's CRC and LBA checked, the payload
   // decompressed (counted in corrupt_reads if any of it fails).
   Status DecodeBlockRecord(uint64_t block, std::span<const std::byte> record, std::byte* out,

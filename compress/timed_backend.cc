@@ -188,12 +188,13 @@ void TimedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
   model_.WaitUntil(model_.HostRead(BlocksToBytes(blocks.size()), true, submitted, flash.until()));
 }
 
-Status TimedDrive::ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) {
+void TimedDrive::ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                                std::span<StoredBlock> stored, std::span<Status> results) {
   const uint64_t submitted = model_.clock().NowNanos();
   DeferScope flash;
-  Status s = inner_.ReadStored(lba, out, stored);
-  model_.WaitUntil(model_.HostRead(out.size(), /*engine=*/false, submitted, flash.until()));
-  return s;
+  inner_.ReadStoredMany(blocks, out, stored, results);
+  model_.WaitUntil(
+      model_.HostRead(BlocksToBytes(blocks.size()), /*engine=*/false, submitted, flash.until()));
 }
 
 Status TimedDrive::WriteStored(Lba lba, std::span<const std::byte> data,

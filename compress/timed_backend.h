@@ -89,8 +89,9 @@ class TimedDrive final : public TimedLayer {
   Status Read(Lba lba, std::span<std::byte> buf) override;
   void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                 std::span<Status> results) override;
-  // A record copied as it is (a conversion's copy offload): link time, no engine.
-  Status ReadStored(Lba lba, std::span<std::byte> out, StoredBlock* stored) override;
+  // Records copied as they are (a conversion's copy offload): link time, no engine.
+  void ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<StoredBlock> stored, std::span<Status> results) override;
   Status WriteStored(Lba lba, std::span<const std::byte> data,
                      std::span<const StoredBlock> stored) override;
 };

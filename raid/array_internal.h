@@ -284,6 +284,14 @@ class ElasticArray::Io {
     for (uint32_t d = 0; d < count(); ++d) Note(d, results[d]);
   }
 
+  // Device d's blocks with their stored forms, read without the array lock (a
+  // conversion's: it checks what it read against the segment afterwards, under the lock).
+  // The device set cannot change meanwhile (set_device).
+  void ReadStoredUnlocked(uint32_t d, std::span<const Lba> lbas, std::span<std::byte> out,
+                          std::span<StoredBlock> stored, std::span<Status> results) {
+    std::shared_lock lock(device_set_mu_);
+    devices_[d]->ReadStoredMany(lbas, out, stored, results);
+  }
   // Flushes the given devices (null: skipped) without the array lock, beside threads
   // that hold it and poll the same devices (and so may run this call's completions);
   // device errors go to *errors. The device set cannot change meanwhile (set_device).
