@@ -166,10 +166,10 @@ Result<std::span<const std::byte>> LogEngine::GcData(const Victim& v, uint32_t s
         .subspan(BlocksToBytes(gc_ahead_next_), kBlockSize);
   }
   // Not read ahead (it was not valid when the read-ahead looked), or its read failed: alone,
-  // with Read's own error.
+  // with its own error.
   gc_buf_.resize(kBlockSize);
   ERAID_RETURN_IF_ERROR(
-      store_.Read(victim.handle, victim.positions.At(slot), gc_buf_).WithContext("gc read"));
+      store_.ReadForGc(victim.handle, victim.positions.At(slot), gc_buf_).WithContext("gc read"));
   return std::span<const std::byte>(gc_buf_);
 }
 

@@ -31,8 +31,14 @@ class SegmentStore {
   virtual Status Seal(uint64_t handle) = 0;
   virtual Status Free(uint64_t handle) = 0;
   virtual Status Read(uint64_t handle, uint32_t position, std::span<std::byte> out) = 0;
+  // GC's read of one block: not a user's (a store that tells hotness of reads does not
+  // count it). The default is Read.
+  virtual Status ReadForGc(uint64_t handle, uint32_t position, std::span<std::byte> out) {
+    return Read(handle, position, out);
+  }
   // Read of many positions of one segment: positions[i] into the i-th 4 KiB of `out`,
-  // its outcome in results[i] (GC's read-ahead). The default reads them one by one.
+  // its outcome in results[i]. GC's read-ahead: not counted for hotness either. The
+  // default reads them one by one.
   virtual void ReadMany(uint64_t handle, std::span<const uint32_t> positions,
                         std::span<std::byte> out, std::span<Status> results) {
     for (size_t i = 0; i < positions.size(); ++i)

@@ -11,6 +11,7 @@ SegmentHotness::SegmentHotness(uint32_t segments, const HotnessOptions& options,
       reads_(new std::atomic<uint32_t>[segments]),
       invalidations_(new std::atomic<uint32_t>[segments]),
       score_(new float[segments]),
+      read_score_(new float[segments]),
       chance_(new uint16_t[segments]),
       converted_(new uint16_t[segments]),
       generation_(new uint16_t[segments]),
@@ -23,7 +24,7 @@ SegmentHotness::SegmentHotness(uint32_t segments, const HotnessOptions& options,
   for (uint32_t s = 0; s < n_; ++s) {
     reads_[s].store(0, std::memory_order_relaxed);
     invalidations_[s].store(0, std::memory_order_relaxed);
-    score_[s] = 0;
+    score_[s] = read_score_[s] = 0;
     chance_[s] = converted_[s] = generation_[s] = 0;
   }
 }
@@ -45,7 +46,7 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns,
   // teaches nothing about which segments are hot.
   const double length_ns = double(std::min(now_ns - epoch_start_ns_, 4 * epoch_ns));
   const float decay = float(std::exp2(-length_ns / (double(options_.half_life_ms) * 1e6)));
-  uint64_t reads_all = 0, reads_mirrored = 0;
+  uint64_t reads_all = 0, reads_mirrored = 0, invalidations_all = 0;
   ++epoch_;  // the stamps below are judged against the epoch that starts now
   for (uint32_t s = 0; s < n_; ++s) {
     const uint32_t r = reads_[s].exchange(0, std::memory_order_relaxed);
@@ -54,13 +55,15 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns,
     const uint16_t gen = static_cast<uint16_t>(now.generation);
     if (gen != generation_[s]) {  // freed and allocated again: the old data's score is not its
       generation_[s] = gen;
-      score_[s] = 0;
+      score_[s] = read_score_[s] = 0;
       chance_[s] = 0;
     }
     score_[s] =
         score_[s] * decay +
         float(kReadWeight * uint64_t(r) + kInvalidationWeight * uint64_t(v)) / float(kReadWeight);
+    read_score_[s] = read_score_[s] * decay + float(r);
     reads_all += r;
+    invalidations_all += v;
     if (now.mirrored) reads_mirrored += r;
     // Stamps that have done their work are cleared, so none is old enough to wrap.
     if (chance_[s] != 0 && Since(chance_[s]) > 2) chance_[s] = 0;
@@ -69,6 +72,7 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns,
   epoch_start_ns_ = now_ns;
   next_check_ns_ = 0;
   last_epoch_reads_ = reads_all;
+  last_epoch_invalidations_ = invalidations_all;
   if (reads_all > 0) read_coverage_ = double(reads_mirrored) / double(reads_all);
   return true;
 }

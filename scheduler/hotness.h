@@ -20,7 +20,7 @@
 // later epoch. A conversion also starts a cooldown: the segment is not converted back by
 // hotness within `cooldown_epochs`.
 //
-// Memory: 18 bytes per segment (two 4-byte atomic counters, a float score, and three
+// Memory: 22 bytes per segment (two 4-byte atomic counters, two float scores, and three
 // 2-byte stamps: the epochs of its second-chance mark and of its last conversion, modulo
 // 2^16, and the low bits of the allocation generation it counts for).
 //
@@ -65,12 +65,21 @@ class SegmentHotness {
 
   // Decayed accesses (in reads) of the segment as of the last closed epoch.
   float score(uint32_t s) const { return score_[s]; }
+  // Of which reads, and the decayed invalidations themselves (not weighed): what a
+  // mirror would serve, and how fast the segment is being emptied (docs/scheduler.md,
+  // "What a conversion must pay for").
+  float read_score(uint32_t s) const { return read_score_[s]; }
+  float invalidation_score(uint32_t s) const {
+    const float v = (score_[s] - read_score_[s]) * float(kReadWeight) / float(kInvalidationWeight);
+    return v > 0 ? v : 0;  // (rounding)
+  }
   // Epochs closed so far.
   uint32_t epoch() const { return epoch_; }
   // Of the reads in the last closed epoch, the share served by mirrored segments (-1 before
   // the first epoch with reads).
   double read_coverage() const { return read_coverage_; }
   uint64_t last_epoch_reads() const { return last_epoch_reads_; }
+  uint64_t last_epoch_invalidations() const { return last_epoch_invalidations_; }
 
   // The second chance. kDemote if `s` was offered in an earlier epoch, no more than two
   // epochs ago (it is still the victim); kWaiting if it was offered in this epoch;
@@ -95,13 +104,13 @@ class SegmentHotness {
   uint32_t n_;
   HotnessOptions options_;
   std::unique_ptr<std::atomic<uint32_t>[]> reads_, invalidations_;
-  std::unique_ptr<float[]> score_;
+  std::unique_ptr<float[]> score_, read_score_;
   std::unique_ptr<uint16_t[]> chance_, converted_, generation_;
   uint32_t epoch_ = 0;
   uint64_t epoch_start_ns_;
   uint64_t next_check_ns_ = 0;  // a due epoch short of accesses is looked at again then
   double read_coverage_ = -1;
-  uint64_t last_epoch_reads_ = 0;
+  uint64_t last_epoch_reads_ = 0, last_epoch_invalidations_ = 0;
 };
 
 }  // namespace eraid

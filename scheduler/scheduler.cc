@@ -65,6 +65,13 @@ bool WorthASwap(double hot, double cold, double blocks) {
 // a band of 1% in which physical use may wander (writes, drive GC) without a segment
 // being mirrored and demoted back in turn.
 constexpr double kFitShare = 0.99;
+
+// The traffic window births are decided by: at least this long, and holding at least
+// kWindowSegments segments' worth of blocks (or kWindowMaxNs long, whatever it holds).
+constexpr uint64_t kWindowNs = 2'000'000'000, kWindowMaxNs = 10'000'000'000;
+constexpr uint64_t kWindowSegments = 4;
+// The write-churn allowance saves up at most this many segments' worth of conversions.
+constexpr double kAllowanceCapSegments = 16;
 }  // namespace
 
 Scheduler::Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
@@ -89,14 +96,25 @@ Scheduler::~Scheduler() {
 
 SegmentScheme Scheduler::SchemeForNewSegment() {
   SegmentScheme s = SegmentScheme::kRaid5;
-  if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual) {
+  if (options_.policy == Policy::kRaid10 || options_.policy == Policy::kElastic) {
     // Born RAID10 only with room for the worst case (incompressible, mirrored) to spare.
     const PhysicalUse use = physical_();
     const double budget = options_.beta * double(use.flash_bytes);
-    over_budget_ = double(use.used_bytes) > budget;
+    const double used = double(use.used_bytes);
+    over_budget_ = used > budget;
     const double worst = 2.0 * double(BlocksToBytes(array_.geometry().segment_positions()));
-    const double limit = options_.policy == Policy::kRaid10 ? budget : kColdShare * budget;
-    if (double(use.used_bytes) + worst <= limit) s = SegmentScheme::kRaid10;
+    if (options_.policy == Policy::kRaid10) {
+      if (used + worst <= budget) s = SegmentScheme::kRaid10;
+    } else if (const double w = write_share_.load(); w >= 0 && w <= kReadDominated) {
+      // Elastic: only while reads are known to dominate (a mirror writes every block
+      // twice, a RAID5 row 1 + 1/n times: under writes RAID5 is the faster level; before
+      // the first window is measured, a birth is a write), and only if the
+      // budget will still hold it after another half-life of the last window's growth —
+      // not born mirrored to be demoted minutes later.
+      const double horizon_s = double(options_.hotness.half_life_ms) / 1000;
+      const double projected = used + growth_bytes_per_sec_.load() * horizon_s;
+      if (projected + worst <= kColdShare * budget) s = SegmentScheme::kRaid10;
+    }
   }
   ++(s == SegmentScheme::kRaid10 ? born_raid10_ : born_raid5_);
   return s;
@@ -118,7 +136,59 @@ bool Scheduler::SpacePressure() {
   const double used = double(use.used_bytes);
   over_budget_ = over_budget_ ? used > budget - 0.02 * double(use.flash_bytes) : used > budget;
   far_from_budget_ = used < budget - 0.05 * double(use.flash_bytes);
-  return over_budget_;
+  if (!over_budget_) return false;
+  // Over the budget with mirrored segments to demote: a worker demotes them, least dense
+  // first, and the log is not made to collect — it would move live blocks of segments
+  // with little garbage to make room for mirrors. Only as use nears the flash (half way
+  // from β to all of it) does the log collect as well.
+  if (options_.policy != Policy::kManual && demotable_bytes_.load(std::memory_order_relaxed) > 0) {
+    const double flash = double(use.flash_bytes);
+    if (used < budget + 0.5 * std::max(0.0, flash - budget)) {
+      gc_spared_.fetch_add(1, std::memory_order_relaxed);
+      if (!demote_wanted_.exchange(true)) wake_cv_.notify_one();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Scheduler::MeasureTrafficLocked(const PhysicalUse& use) {
+  const uint64_t now = clock_.NowNanos();
+  const uint64_t births = born_raid10_.load() + born_raid5_.load();
+  const uint64_t segment_blocks = array_.geometry().segment_positions();
+  const double segment_bytes = double(BlocksToBytes(segment_blocks));
+  if (births > allowance_births_) {  // each birth: a segment's worth of blocks written
+    allowance_ += options_.conversion_share * double(births - allowance_births_) * segment_bytes;
+    allowance_ = std::min(allowance_, kAllowanceCapSegments * segment_bytes);
+    allowance_births_ = births;
+  }
+  const uint64_t reads = reads_.load(std::memory_order_relaxed);
+  if (window_start_ns_ == 0 || now < window_start_ns_) {
+    window_start_ns_ = now;
+    window_reads_ = reads;
+    window_births_ = births;
+    window_used_ = use.used_bytes;
+    return;
+  }
+  const uint64_t elapsed = now - window_start_ns_;
+  const uint64_t read = reads - window_reads_;
+  const uint64_t written = (births - window_births_) * segment_blocks;
+  if (elapsed < kWindowNs ||
+      (elapsed < kWindowMaxNs && read + written < kWindowSegments * segment_blocks))
+    return;
+  // No traffic at all: an idle array, not one under write churn.
+  write_share_ = read + written == 0 ? 0.0 : double(written) / double(read + written);
+  const double growth =
+      std::max(0.0, (double(use.used_bytes) - double(window_used_)) / (double(elapsed) / 1e9));
+  growth_bytes_per_sec_ = 0.5 * growth_bytes_per_sec_.load() + 0.5 * growth;
+  window_start_ns_ = now;
+  window_reads_ = reads;
+  window_births_ = births;
+  window_used_ = use.used_bytes;
+}
+
+bool Scheduler::AffordableLocked(uint64_t bytes) const {
+  return options_.conversion_share <= 0 || !WriteChurn() || allowance_ >= double(bytes);
 }
 
 void Scheduler::Refill() {
@@ -156,13 +226,15 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   struct Seen {
     SegmentId s;
     SegmentInfo info;
-    double score;      // decayed accesses (in reads)
+    double score;      // decayed reads: what a mirror would serve
     double density;    // the same per written block
+    double rewrites;   // decayed invalidations: how fast it is being emptied
     double data_phys;  // physical bytes of one copy of the data
     double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
     uint64_t bytes;
   };
   std::vector<Seen> raid5, raid10;
+  double demotable = 0;  // physical bytes demoting every RAID10 candidate would free
   const auto sealed = volume_.SealedSegments();
   uint64_t devices = 0;  // a fingerprint of the device states
   for (const DeviceStats& d : array_.stats().devices) devices = devices * 7 + uint64_t(d.state) + 1;
@@ -186,19 +258,25 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     const double a_pty = info.alpha_pty > 0 ? info.alpha_pty : a_usr;
     const double data_phys = double(bytes) / a_usr;
     const double delta = data_phys - double(bytes) / (n * a_pty);
-    const double score = hot_.score(s.value);
-    Seen seen{s, info, score, score / double(info.frontier), data_phys, delta, bytes};
+    const double score = hot_.read_score(s.value);
+    Seen seen{
+        s,         info,  score, score / double(info.frontier), hot_.invalidation_score(s.value),
+        data_phys, delta, bytes};
     if (info.scheme == SegmentScheme::kRaid5) {
-      // The autonomous rule: mirroring is free, so it is done first and always (but raid5).
+      // The autonomous rule: mirroring is free, so it is done first and always (but raid5),
+      // as far as the write-churn allowance goes.
       if (options_.policy != Policy::kRaid5 && options_.policy != Policy::kManual &&
           info.alpha_usr > 0 && info.alpha_pty > 0 && info.alpha_usr >= n * info.alpha_pty) {
-        return Candidate{s, SegmentScheme::kRaid10, bytes, true};
+        if (AffordableLocked(bytes)) return Candidate{s, SegmentScheme::kRaid10, bytes, true};
+        ++stats_.over_allowance;
       }
       raid5.push_back(seen);
     } else if (info.scheme == SegmentScheme::kRaid10 && !free_mirror_[s.value]) {
       raid10.push_back(seen);
+      demotable += std::max(0.0, seen.delta);
     }
   }
+  demotable_bytes_.store(static_cast<uint64_t>(demotable), std::memory_order_relaxed);
   switch (options_.policy) {
     case Policy::kManual:
       return std::nullopt;
@@ -214,19 +292,25 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     case Policy::kElastic:
       break;
   }
-  // Densest first among RAID5 segments, least dense first among RAID10 ones; equal
-  // densities (idle segments) by index, so the order is stable from pass to pass.
+  // Densest in reads first among RAID5 segments, least dense first among RAID10 ones —
+  // of those, the least rewritten first (GC comes for the others: its rewrite demotes
+  // them for free); equal densities (idle segments) by index, so the order is stable from
+  // pass to pass.
   std::sort(raid5.begin(), raid5.end(), [](const Seen& a, const Seen& b) {
     return a.density != b.density ? a.density > b.density : a.s.value < b.s.value;
   });
   std::sort(raid10.begin(), raid10.end(), [](const Seen& a, const Seen& b) {
-    return a.density != b.density ? a.density < b.density : a.s.value < b.s.value;
+    if (a.density != b.density) return a.density < b.density;
+    return a.rewrites != b.rewrites ? a.rewrites < b.rewrites : a.s.value < b.s.value;
   });
   // Over budget: RAID10 segments go back to RAID5, least dense first (space comes before
-  // cooldowns and second chances).
+  // cooldowns, second chances and the allowance).
   if (used > budget) {
-    if (!raid10.empty())
-      return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+    if (!raid10.empty()) {
+      Candidate c{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+      c.for_space = true;
+      return c;
+    }
     return std::nullopt;
   }
   // Under budget: RAID5 segments that were accessed at all become RAID10, densest first,
@@ -240,11 +324,19 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   for (const Seen& c : raid5) {
     if (c.score < kIdleScore) break;  // the rest are idle
     if (hot_.InCooldown(c.s.value)) continue;
+    // A mirror pays for itself in the reads it serves before rewrites empty the segment
+    // (and GC moves what is left): read less often than overwritten, it would not.
+    if (c.score < c.rewrites) continue;
+    if (!AffordableLocked(c.bytes)) {
+      ++stats_.over_allowance;
+      break;
+    }
     if (used + c.delta <= kFitShare * budget)
       return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
     while (victim < raid10.size() && hot_.InCooldown(raid10[victim].s.value)) ++victim;
     if (victim == raid10.size() ||
-        !WorthASwap(c.density, raid10[victim].density, double(c.info.frontier)))
+        !WorthASwap(c.density, raid10[victim].density, double(c.info.frontier)) ||
+        !AffordableLocked(c.bytes + raid10[victim].bytes))
       break;
     const Seen& v = raid10[victim++];
     switch (hot_.OfferDemotion(v.s.value)) {
@@ -258,7 +350,11 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
     }
   }
   if (waiting) return std::nullopt;  // the room is promised to the swaps
-  // Idle RAID5 segments too, within a share of the budget that leaves room for hot ones.
+  // Idle RAID5 segments too, within a share of the budget that leaves room for hot ones —
+  // but only once the traffic is known not to be write churn: there they would serve no
+  // reads for what they cost (and at a fill's start, before its first window, a birth
+  // is a write).
+  if (const double w = write_share_.load(); w < 0 || w > kReadDominated) return std::nullopt;
   for (auto it = raid5.rbegin(); it != raid5.rend(); ++it) {
     const Seen& c = *it;
     if (c.score >= kIdleScore) break;
@@ -288,9 +384,11 @@ Scheduler::SegmentHeat Scheduler::Heat(SegmentId s) const {
 }
 
 Result<uint32_t> Scheduler::Step() {
+  const PhysicalUse first_use = physical_();
   std::unique_lock lock(decide_mu_);
   ++stats_.steps;
   MaybeCloseEpochLocked();
+  MeasureTrafficLocked(first_use);
   Refill();
   if (options_.policy != Policy::kManual && array_.stats().degraded) {
     ++stats_.degraded_steps;  // frozen until every device is healthy (the header says why)
@@ -319,6 +417,10 @@ Result<uint32_t> Scheduler::Step() {
       return s;
     }
     if (stats_.throttle_bytes_per_sec > 0) tokens_ -= double(c->bytes);
+    // Spent from the write-churn allowance (demotions for space too: they may overdraw it,
+    // and promotions wait until writes have earned it back).
+    if (WriteChurn()) allowance_ -= double(c->bytes);
+    if (c->for_space) ++stats_.demotions_for_space;
     stats_.bytes_moved += c->bytes;
     ++(c->to == SegmentScheme::kRaid10 ? stats_.to_raid10 : stats_.to_raid5);
     if (c->swap) ++stats_.swaps;
@@ -356,8 +458,9 @@ void Scheduler::Start() {
         }
         if (wait_ms > 0) {
           std::unique_lock lock(wake_mu_);
+          // Woken early by SpacePressure: over the budget, demotions are due now.
           wake_cv_.wait_for(lock, std::chrono::duration<double, std::milli>(wait_ms),
-                            [&] { return stop_.load(); });
+                            [&] { return stop_.load() || demote_wanted_.exchange(false); });
         }
       }
     });
@@ -379,6 +482,9 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s = stats_;
   s.born_raid10 = born_raid10_;
   s.born_raid5 = born_raid5_;
+  s.gc_spared = gc_spared_.load(std::memory_order_relaxed);
+  s.write_share = write_share_.load(std::memory_order_relaxed);
+  s.allowance_bytes = allowance_;
   return s;
 }
 

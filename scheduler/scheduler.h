@@ -7,13 +7,21 @@
 //   - Compressibility: α_usr and α_pty of each segment, from the drives. The autonomous
 //     rule: a RAID5 segment with α_usr >= n·α_pty costs no more as RAID10: convert it.
 //   - Budget: physical use stays under β of the drives' flash. Under it, RAID5 segments
-//     become RAID10 densest first while they fit; one that does not fit displaces the
-//     least dense RAID10 segment only if it is at least twice as dense, and only after that
-//     one's second chance (it must still be the victim an epoch later). Over it, RAID10
-//     segments go back to RAID5, least dense first. A converted segment is not converted
-//     back by hotness within a cooldown. Segments whose garbage proportion says GC will
-//     reclaim them soon are left alone; new segments are born RAID10 only with room to
-//     spare.
+//     become RAID10 densest in reads first while they fit; one that does not fit displaces
+//     the least dense RAID10 segment only if it is at least twice as dense, and only after
+//     that one's second chance (it must still be the victim an epoch later). Over it,
+//     RAID10 segments go back to RAID5, least dense first — and while there are such
+//     segments to demote, the log is not made to collect for space (SpacePressure) unless
+//     use nears the flash. A converted segment is not converted back by hotness within a
+//     cooldown. Segments whose garbage proportion says GC will reclaim them soon are left
+//     alone: GC's rewrite is their demotion.
+//   - Never the worse choice (docs/scheduler.md, "Under write churn"): a new segment is
+//     born RAID10 only while reads dominate the array's traffic and the budget will still
+//     hold it once the physical growth of the last window has gone on for a half-life;
+//     a segment is promoted only if it is read at least as often as it is overwritten (a
+//     mirror must serve more reads than the rewrites that empty it); and while writes are
+//     a real share of the traffic, conversions spend an allowance earned as a share of the
+//     bytes written (conversion_share, 10%).
 //   - Degraded or rebuilding arrays: no conversions at all (reading a segment to convert
 //     it would go through reconstruction, and its new layout would be written without
 //     redundancy); hotness keeps counting, and the scheduler resumes when every device is
@@ -60,6 +68,8 @@ struct SchedulerOptions {
   double gc_skip_gp = 0.5;          // segments with at least this garbage proportion are GC's
   HotnessOptions hotness;           // the window and epochs of the hotness measure
   uint32_t max_conversions_per_step = 8;
+  // Under write churn, conversion bytes as a share of the bytes written (0: no limit).
+  double conversion_share = 0.10;
   uint64_t idle_sleep_ms = 50;  // background: pause when a step found nothing to do
 };
 
@@ -79,10 +89,15 @@ struct SchedulerStats {
   uint64_t bytes_moved = 0;              // user bytes of the converted segments
   uint64_t skipped_for_gc = 0;           // candidates left to GC
   uint64_t born_raid10 = 0, born_raid5 = 0;
-  uint64_t swaps = 0;             // of to_raid5: demoted to make room for a denser one
-  uint64_t second_chances = 0;    // demotions deferred by a segment's second chance
-  uint64_t degraded_steps = 0;    // steps that converted nothing: a device was not healthy
-  uint32_t epochs = 0;            // hotness epochs closed
+  uint64_t swaps = 0;                // of to_raid5: demoted to make room for a denser one
+  uint64_t second_chances = 0;       // demotions deferred by a segment's second chance
+  uint64_t degraded_steps = 0;       // steps that converted nothing: a device was not healthy
+  uint64_t over_allowance = 0;       // conversions left undone: the write-churn allowance was spent
+  uint64_t demotions_for_space = 0;  // of to_raid5: made while over the budget
+  uint64_t gc_spared = 0;      // times space pressure demoted rather than made the log collect
+  double write_share = -1;     // of the last window's traffic (blocks written / all; -1: none yet)
+  double allowance_bytes = 0;  // conversion bytes the write churn allows now
+  uint32_t epochs = 0;         // hotness epochs closed
   double hot_read_coverage = -1;  // share of the last epoch's reads on RAID10 (-1: none yet)
   uint64_t last_epoch_reads = 0;
   double budget_use = 0;  // physical use / (β · flash), last seen
@@ -96,7 +111,10 @@ class Scheduler final : public VolumeListener {
             const SchedulerOptions& options, const Clock& clock = SystemClock::Default());
   ~Scheduler() override;
 
-  void OnSegmentRead(SegmentId s) override { hot_.OnRead(s.value); }
+  void OnSegmentRead(SegmentId s) override {
+    hot_.OnRead(s.value);
+    reads_.fetch_add(1, std::memory_order_relaxed);
+  }
   void OnBlockInvalidated(SegmentId s) override { hot_.OnInvalidate(s.value); }
   SegmentScheme SchemeForNewSegment() override;
   // True when physical use is over β, and then until it is 2% of the flash below it.
@@ -126,12 +144,21 @@ class Scheduler final : public VolumeListener {
     SegmentScheme to;
     uint64_t bytes;
     bool autonomous;
-    bool swap = false;  // a demotion that makes room for a denser segment
+    bool swap = false;       // a demotion that makes room for a denser segment
+    bool for_space = false;  // a demotion because use is over the budget
   };
   // Under decide_mu_: the next conversion, if any.
   std::optional<Candidate> PickLocked(const PhysicalUse& use);
   // Under decide_mu_: closes a hotness epoch if one is due.
   void MaybeCloseEpochLocked();
+  // Under decide_mu_: the traffic window (write share, physical growth) and the
+  // allowance the bytes written since the last call earned.
+  void MeasureTrafficLocked(const PhysicalUse& use);
+  // Under decide_mu_: whether a conversion of `bytes` fits the write-churn allowance.
+  bool AffordableLocked(uint64_t bytes) const;
+  bool WriteChurn() const { return write_share_.load(std::memory_order_relaxed) > kReadDominated; }
+  // Reads dominate the traffic when writes are at most this share of the blocks moved.
+  static constexpr double kReadDominated = 0.2;
   void Refill();
 
   ElasticArray& array_;
@@ -163,6 +190,19 @@ class Scheduler final : public VolumeListener {
   // decide_mu_ while it asks the volume for its segments (lock order: decide_mu_, volume).
   std::atomic<uint64_t> born_raid10_{0}, born_raid5_{0};
   std::atomic<bool> over_budget_{false};  // last seen physical use > β · flash
+  // The traffic the births are decided by (MeasureTrafficLocked): reads counted here,
+  // blocks written by the births (each a segment's worth of writes, user or GC).
+  std::atomic<uint64_t> reads_{0};
+  std::atomic<double> write_share_{-1};          // -1: not measured yet
+  std::atomic<double> growth_bytes_per_sec_{0};  // physical use's growth, last window
+  uint64_t window_start_ns_ = 0, window_reads_ = 0, window_births_ = 0, window_used_ = 0;
+  uint64_t allowance_births_ = 0;  // births the allowance was credited for
+  double allowance_ = 0;           // bytes (may go negative: demotions for space)
+  // Physical bytes demoting every demotable RAID10 segment would free (last pass), and a
+  // worker's wake-up call from SpacePressure.
+  std::atomic<uint64_t> demotable_bytes_{0};
+  std::atomic<bool> demote_wanted_{false};
+  std::atomic<uint64_t> gc_spared_{0};
   // SpacePressure's own state (it runs under the volume's exclusive lock).
   bool far_from_budget_ = false;
   uint64_t pressure_calls_ = 0;

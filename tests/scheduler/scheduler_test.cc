@@ -264,6 +264,129 @@ TEST(SchedulerTest, IncompressibleDataStaysUnderBetaAndNoWriteFails) {
   EXPECT_LE(double(u.used_bytes), o.beta * double(u.flash_bytes));
 }
 
+// Issue 53: under writes near the budget, an elastic array is no worse than a RAID5 one.
+// Births are RAID5 once the traffic is measured to be writes (a mirror writes every block
+// twice), nothing is promoted that is only overwritten, and what conversions there are
+// stay within their share of the bytes written.
+TEST(SchedulerTest, UnderWriteChurnBirthsAreRaid5AndConversionsStayWithinTheirShare) {
+  Stack st;
+  SchedulerOptions o;
+  o.beta = 0.8;
+  st.StartScheduler(o);
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t cap = st.volume->capacity_blocks();
+  Block b(kBlockSize);
+  uint64_t born10_when_known = 0, written = 0;
+  for (uint64_t i = 0; i < 2 * cap; ++i) {
+    FillBlockWithCompressibility(b, 0, rng);
+    const uint64_t lba = i < cap ? i : rng() % cap;  // a fill, then random overwrites
+    ASSERT_TRUE(st.volume->Write(lba, b).ok()) << i;
+    ++written;
+    if (i % 256 == 0) {
+      st.clock.AdvanceNanos(kSecond / 4);  // ~1k writes a second
+      ASSERT_TRUE(st.scheduler->Step().ok());
+      if (born10_when_known == 0 && st.scheduler->stats().write_share >= 0)
+        born10_when_known = st.scheduler->stats().born_raid10 + 1;  // (+1: taken)
+    }
+  }
+  const SchedulerStats s = st.scheduler->stats();
+  std::printf("write_share=%.2f born10=%llu born5=%llu to10=%llu to5=%llu moved=%llu of %llu\n",
+              s.write_share, (unsigned long long)s.born_raid10, (unsigned long long)s.born_raid5,
+              (unsigned long long)s.to_raid10, (unsigned long long)s.to_raid5,
+              (unsigned long long)s.bytes_moved, (unsigned long long)BlocksToBytes(written));
+  ASSERT_GT(born10_when_known, 0u) << "the traffic was measured";
+  EXPECT_GT(s.write_share, 0.8);
+  EXPECT_EQ(s.born_raid10, born10_when_known - 1) << "no mirrored birth under writes";
+  EXPECT_EQ(s.to_raid10, 0u) << "nothing read: nothing worth a mirror";
+  // Within 10% of the bytes written, plus the allowance's cap (16 segments) it may save up.
+  const double segment = double(BlocksToBytes(st.array->geometry().segment_positions()));
+  EXPECT_LE(double(s.bytes_moved), 0.10 * double(BlocksToBytes(written)) + 16 * segment);
+  EXPECT_LE(double(st.Physical().used_bytes), o.beta * double(st.Physical().flash_bytes) * 1.02);
+}
+
+// Over the budget with mirrored segments, the scheduler demotes them and the log is not
+// made to collect (it would move live blocks of segments with little garbage to make room
+// for mirrors); with none left to demote, the log collects as before.
+TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
+  Stack st;
+  const uint64_t cap = st.volume->capacity_blocks();
+  std::mt19937_64 rng(3);
+  Block b(kBlockSize);
+  for (uint64_t lba = 0; lba < cap / 2; ++lba) {
+    FillBlockWithCompressibility(b, 0, rng);
+    ASSERT_TRUE(st.volume->Write(lba, b).ok());
+  }
+  ASSERT_TRUE(st.volume->Flush().ok());
+  const PhysicalUse before = st.Physical();
+  for (const auto& [seg, gp] : st.volume->SealedSegments())
+    ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
+  const PhysicalUse mirrored = st.Physical();
+  ASSERT_GT(mirrored.used_bytes, before.used_bytes * 13 / 10);  // 2 copies against 1 + 1/3
+  SchedulerOptions o;
+  // The budget holds the data as RAID5 with room to spare, not all of it mirrored.
+  o.beta =
+      (double(before.used_bytes) + double(mirrored.used_bytes)) / 2 / double(mirrored.flash_bytes);
+  o.max_conversions_per_step = 1;
+  st.StartScheduler(o);
+  EXPECT_TRUE(st.scheduler->SpacePressure()) << "before a pass, nothing is known demotable";
+  auto r = st.scheduler->Step();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 1u);
+  EXPECT_FALSE(st.scheduler->SpacePressure()) << "mirrors to demote: the log need not collect";
+  EXPECT_EQ(st.scheduler->stats().gc_spared, 1u);
+  st.RunToIdle();
+  const SchedulerStats s = st.scheduler->stats();
+  EXPECT_GE(s.demotions_for_space, 1u);
+  EXPECT_EQ(s.demotions_for_space, s.to_raid5);
+  EXPECT_LE(double(st.Physical().used_bytes), o.beta * double(mirrored.flash_bytes));
+  EXPECT_GT(st.SealedCoverage(), 0.0) << "only as many demoted as the budget needed";
+  // The same array with nothing left to demote and over its budget: the log collects.
+  st.scheduler.reset();
+  o.beta = 0.5 * double(before.used_bytes) / double(before.flash_bytes);
+  o.policy = Policy::kManual;
+  st.StartScheduler(o);
+  EXPECT_TRUE(st.scheduler->SpacePressure()) << "manual: no demotions, the log collects";
+}
+
+// Births follow the traffic: mirrored while reads are known to dominate and the budget
+// has room, RAID5 as soon as writes do.
+TEST(SchedulerTest, BirthsAreMirroredOnlyWhileReadsDominate) {
+  Stack st;
+  const uint64_t cap = st.volume->capacity_blocks();
+  std::mt19937_64 rng(4);
+  Block b(kBlockSize);
+  for (uint64_t lba = 0; lba < cap / 4; ++lba) {
+    FillBlockWithCompressibility(b, 0, rng);
+    ASSERT_TRUE(st.volume->Write(lba, b).ok());
+  }
+  ASSERT_TRUE(st.volume->Flush().ok());
+  SchedulerOptions o;
+  o.beta = 0.9;
+  st.StartScheduler(o);
+  EXPECT_EQ(st.scheduler->SchemeForNewSegment(), SegmentScheme::kRaid5)
+      << "nothing measured yet: a birth is a write";
+  ASSERT_TRUE(st.scheduler->Step().ok());  // opens the first window
+  for (int second = 0; second < 3; ++second) {
+    for (int i = 0; i < 4000; ++i) ASSERT_TRUE(st.volume->Read(rng() % (cap / 4), b).ok());
+    st.clock.AdvanceNanos(kSecond);
+    ASSERT_TRUE(st.scheduler->Step().ok());
+  }
+  EXPECT_LT(st.scheduler->stats().write_share, 0.2);
+  EXPECT_EQ(st.scheduler->SchemeForNewSegment(), SegmentScheme::kRaid10) << "reads dominate";
+  for (int second = 0; second < 3; ++second) {
+    for (uint64_t i = 0; i < cap / 8; ++i) {
+      FillBlockWithCompressibility(b, 0, rng);
+      ASSERT_TRUE(st.volume->Write(cap / 4 + rng() % (cap / 4), b).ok());
+    }
+    st.clock.AdvanceNanos(kSecond);
+    ASSERT_TRUE(st.scheduler->Step().ok());
+  }
+  EXPECT_GT(st.scheduler->stats().write_share, 0.8);
+  EXPECT_EQ(st.scheduler->SchemeForNewSegment(), SegmentScheme::kRaid5) << "writes dominate";
+}
+
 // A stack written full of incompressible data (born RAID5), with a scheduler whose budget
 // mirrors about `share` of it; reads are driven in rounds of one simulated second.
 struct HotRig {

@@ -230,10 +230,22 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                       {"bytes_moved", ss.bytes_moved},
                       {"born_raid10", ss.born_raid10},
                       {"born_raid5", ss.born_raid5},
+                      {"demotions_for_space", ss.demotions_for_space},
+                      {"gc_spared", ss.gc_spared},
+                      {"over_allowance", ss.over_allowance},
+                      {"write_share", Figure(ss.write_share)},
+                      {"allowance_bytes", static_cast<int64_t>(ss.allowance_bytes)},
+                      {"conversion_share", Figure(so.conversion_share)},
                       {"hot_half_life_s", Figure(double(so.hotness.half_life_ms) / 1000)}}));
     sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" +
                   std::to_string(ss.autonomous) + " free), " + std::to_string(ss.to_raid5) +
                   " to RAID5, " + Mib(ss.bytes_moved) + " moved";
+    if (ss.write_share >= 0)
+      sched_text +=
+          "; writes " + Fixed(100 * ss.write_share, 0) + "% of the traffic" +
+          (ss.write_share > 0.2 ? " (conversions within " + Fixed(100 * so.conversion_share, 0) +
+                                      "% of bytes written)"
+                                : "");
     if (as.degraded) sched_text += "; paused while degraded";
     // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
     if (ss.hot_read_coverage >= 0) {
