@@ -38,6 +38,8 @@ expect_fail create "beta" create --dir "$A" --beta 1.5
 expect_fail create "convert-rate" create --dir "$A" --convert-rate fast
 expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 1
 expect_fail create "hot-half-life" create --dir "$A" --hot-half-life 7200
+expect_fail create "conversion-share" create --dir "$A" --conversion-share 1.5
+expect_fail create "conversion-share" create --dir "$A" --conversion-share -0.1
 expect_fail create "no profile 'optane'" create --dir "$A" --drive-model optane
 expect_fail create "no key 'speed'" create --dir "$A" --drive-model csd,speed=3
 expect_fail create "bad value for read_us" create --dir "$A" --drive-model csd,read_us=x

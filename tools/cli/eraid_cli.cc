@@ -242,7 +242,8 @@ constexpr const char* kTimeScaleHelp =
 int Create(int argc, char** argv) {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
-  double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30, time_scale = -1;
+  double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30, time_scale = -1,
+         conversion_share = 0.10;
   std::string drive_model = "none";
   std::vector<std::string> device_paths;
   uint32_t devices = 4, rows = 16;
@@ -279,10 +280,13 @@ int Create(int argc, char** argv) {
       "background conversion limit, bytes/s (0 = none)")(
       "hot-half-life", po::value(&hot_half_life_s)->default_value(hot_half_life_s),
       "seconds in which a segment's access count halves (2..3600): the scheduler's memory of what "
-      "is hot")("gc", po::value(&gc)->default_value(gc),
-                "when the log collects: free-space (when free segments run low) | gp (whenever "
-                "garbage > 15%, as the SepBIT paper)")("force", po::bool_switch(&force),
-                                                       "overwrite an existing array");
+      "is hot")("conversion-share", po::value(&conversion_share)->default_value(conversion_share),
+                "under write churn, conversion traffic as a share of the bytes written "
+                "(0..1; 0 = no limit)")(
+      "gc", po::value(&gc)->default_value(gc),
+      "when the log collects: free-space (when free segments run low) | gp (whenever "
+      "garbage > 15%, as the SepBIT paper)")("force", po::bool_switch(&force),
+                                             "overwrite an existing array");
   po::variables_map vm;
   if (int rc = Parse("create", desc, argc, argv, &vm); rc >= 0) return rc;
   ArrayDirOptions o;
@@ -320,6 +324,10 @@ int Create(int argc, char** argv) {
     return Die("create", Status::InvalidArgument("--hot-half-life must be 2..3600 seconds"), 2);
   }
   o.scheduler.hotness.half_life_ms = static_cast<uint64_t>(hot_half_life_s * 1000);
+  if (!(conversion_share >= 0 && conversion_share <= 1)) {
+    return Die("create", Status::InvalidArgument("--conversion-share must be 0..1"), 2);
+  }
+  o.scheduler.conversion_share = conversion_share;
   if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) ||
       (*chunk_bytes & (*chunk_bytes - 1)) != 0 || *chunk_bytes > (1u << 20)) {
     return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"),

@@ -205,6 +205,7 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
       {"beta", std::to_string(o.scheduler.beta)},
       {"convert_rate", std::to_string(o.scheduler.rate_bytes_per_sec)},
       {"hot_half_life_ms", std::to_string(o.scheduler.hotness.half_life_ms)},
+      {"conversion_share", std::to_string(o.scheduler.conversion_share)},
       {"scheme", raid_format::SchemeName(o.volume.scheme)},
       {"io_timeout_ms", std::to_string(o.io_timeout_ms)},
       {"drive_model", o.drive_model.Spec()}};
@@ -282,10 +283,13 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     if (kv.count("beta")) so.beta = std::stod(kv["beta"]);
     if (kv.count("convert_rate")) so.rate_bytes_per_sec = std::stoull(kv["convert_rate"]);
     if (kv.count("hot_half_life_ms")) so.hotness.half_life_ms = std::stoull(kv["hot_half_life_ms"]);
+    if (kv.count("conversion_share")) so.conversion_share = std::stod(kv["conversion_share"]);
   } catch (...) {
     return Status::Corruption(dir + "/" + kManifest +
-                              ": bad beta, convert_rate or hot_half_life_ms");
+                              ": bad beta, convert_rate, hot_half_life_ms or conversion_share");
   }
+  if (!(so.conversion_share >= 0 && so.conversion_share <= 1))
+    return Status::Corruption(dir + "/" + kManifest + ": conversion_share is not 0..1");
   if (so.hotness.half_life_ms == 0)
     return Status::Corruption(dir + "/" + kManifest + ": hot_half_life_ms is 0");
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
