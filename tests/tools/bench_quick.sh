@@ -60,6 +60,15 @@ case "$NAME" in
     check "$C" '$1 != "manual" || $2 >= 3 || $4 >= 1.3' "manual: the cold fifths stay RAID5"
     [ "$(wc -l < "$OUT/hot-zones-timeline.csv")" -gt 5 ] || fail "the timeline has no samples"
     png hot-zones.png ;;
+  elastic-matrix)
+    C=$OUT/elastic-matrix.csv
+    rows "$C" 4  # elastic and raid5 x randwrite and read8020, one cell
+    check "$C" '$8 > 0 && $10 >= $9' "IOPS > 0 and p99.9 >= p99"
+    check "$C" '$7 != "raid5" || ($16 == 0 && $11 == 0)' "raid5 policy: no RAID10, no conversions"
+    check "$C" '$6 != "randwrite" || $14 > 0' "a write workload writes"
+    rows "$OUT/elastic-matrix-cells.csv" 2
+    check "$OUT/elastic-matrix-cells.csv" '$7 == "raid5" && $9 > 0' "elastic against raid5, as a ratio"
+    png elastic-matrix.png ;;
   *) fail "unknown workflow" ;;
 esac
 grep -q '|' "$OUT/$NAME.md" || fail "no table in $NAME.md"
