@@ -191,13 +191,13 @@ class Scheduler final : public VolumeListener {
   std::atomic<uint64_t> born_raid10_{0}, born_raid5_{0};
   std::atomic<bool> over_budget_{false};  // last seen physical use > β · flash
   // The traffic the births are decided by (MeasureTrafficLocked): reads counted here,
-  // blocks written by the births (each a segment's worth of writes, user or GC).
+  // blocks written (user and GC) from the volume's counters.
   std::atomic<uint64_t> reads_{0};
   std::atomic<double> write_share_{-1};          // -1: not measured yet
   std::atomic<double> growth_bytes_per_sec_{0};  // physical use's growth, last window
-  uint64_t window_start_ns_ = 0, window_reads_ = 0, window_births_ = 0, window_used_ = 0;
-  uint64_t allowance_births_ = 0;  // births the allowance was credited for
-  double allowance_ = 0;           // bytes (may go negative: demotions for space)
+  uint64_t window_start_ns_ = 0, window_reads_ = 0, window_written_ = 0, window_used_ = 0;
+  uint64_t allowance_user_blocks_ = 0;  // user blocks written the allowance was credited for
+  double allowance_ = 0;                // bytes (may go negative: demotions for space)
   // Physical bytes demoting every demotable RAID10 segment would free (last pass), and a
   // worker's wake-up call from SpacePressure.
   std::atomic<uint64_t> demotable_bytes_{0};

@@ -300,9 +300,9 @@ TEST(SchedulerTest, UnderWriteChurnBirthsAreRaid5AndConversionsStayWithinTheirSh
   EXPECT_GT(s.write_share, 0.8);
   EXPECT_EQ(s.born_raid10, born10_when_known - 1) << "no mirrored birth under writes";
   EXPECT_EQ(s.to_raid10, 0u) << "nothing read: nothing worth a mirror";
-  // Within 10% of the bytes written, plus the allowance's cap (16 segments) it may save up.
+  // Within 10% of the bytes written, plus the allowance's cap (2 segments) it may save up.
   const double segment = double(BlocksToBytes(st.array->geometry().segment_positions()));
-  EXPECT_LE(double(s.bytes_moved), 0.10 * double(BlocksToBytes(written)) + 16 * segment);
+  EXPECT_LE(double(s.bytes_moved), 0.10 * double(BlocksToBytes(written)) + 2 * segment);
   EXPECT_LE(double(st.Physical().used_bytes), o.beta * double(st.Physical().flash_bytes) * 1.02);
 }
 
