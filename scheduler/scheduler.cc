@@ -401,6 +401,8 @@ Result<uint32_t> Scheduler::Step() {
   Refill();
   if (options_.policy != Policy::kManual && array_.stats().degraded) {
     ++stats_.degraded_steps;  // frozen until every device is healthy (the header says why)
+    // Nothing will be demoted meanwhile: space pressure must make the log collect.
+    demotable_bytes_.store(0, std::memory_order_relaxed);
     return 0u;
   }
   uint32_t done = 0;

@@ -348,6 +348,21 @@ TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
   o.policy = Policy::kManual;
   st.StartScheduler(o);
   EXPECT_TRUE(st.scheduler->SpacePressure()) << "manual: no demotions, the log collects";
+  // Elastic again, over the budget with mirrors, but degraded: the scheduler converts
+  // nothing, so the log must collect.
+  st.scheduler.reset();
+  o.policy = Policy::kElastic;
+  st.StartScheduler(o);
+  for (const auto& [seg, gp] : st.volume->SealedSegments()) {
+    if (st.array->segment_info(seg, false).scheme == SegmentScheme::kRaid5) {
+      ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
+    }
+  }
+  ASSERT_TRUE(st.scheduler->Step().ok());
+  EXPECT_FALSE(st.scheduler->SpacePressure()) << "healthy: mirrors to demote";
+  ASSERT_TRUE(st.array->FailDevice(DeviceIndex(3)).ok());
+  ASSERT_TRUE(st.scheduler->Step().ok());
+  EXPECT_TRUE(st.scheduler->SpacePressure()) << "degraded: no demotions, the log collects";
 }
 
 // Births follow the traffic: mirrored while reads are known to dominate and the budget
