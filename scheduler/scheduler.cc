@@ -107,7 +107,7 @@ SegmentScheme Scheduler::SchemeForNewSegment() {
     const double worst = 2.0 * double(BlocksToBytes(array_.geometry().segment_positions()));
     if (options_.policy == Policy::kRaid10) {
       if (used + worst <= budget) s = SegmentScheme::kRaid10;
-    } else if (const double w = write_share_.load(); w >= 0 && w <= kReadDominated) {
+    } else if (ReadsKnownToDominate()) {
       // Elastic: only while reads are known to dominate (a mirror writes every block
       // twice, a RAID5 row 1 + 1/n times: under writes RAID5 is the faster level; before
       // the first window is measured, a birth is a write), and only if the
@@ -363,7 +363,7 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   // but only once the traffic is known not to be write churn: there they would serve no
   // reads for what they cost (and at a fill's start, before its first window, a birth
   // is a write).
-  if (const double w = write_share_.load(); w < 0 || w > kReadDominated) return std::nullopt;
+  if (!ReadsKnownToDominate()) return std::nullopt;
   for (auto it = raid5.rbegin(); it != raid5.rend(); ++it) {
     const Seen& c = *it;
     if (c.score >= kIdleScore) break;

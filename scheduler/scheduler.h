@@ -157,6 +157,11 @@ class Scheduler final : public VolumeListener {
   // Under decide_mu_: whether a conversion of `bytes` fits the write-churn allowance.
   bool AffordableLocked(uint64_t bytes) const;
   bool WriteChurn() const { return write_share_.load(std::memory_order_relaxed) > kReadDominated; }
+  // Not the same as !WriteChurn(): before the first window is measured, neither holds.
+  bool ReadsKnownToDominate() const {
+    const double w = write_share_.load(std::memory_order_relaxed);
+    return w >= 0 && w <= kReadDominated;
+  }
   // Reads dominate the traffic when writes are at most this share of the blocks moved.
   static constexpr double kReadDominated = 0.2;
   void Refill();

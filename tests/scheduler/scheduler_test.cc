@@ -178,6 +178,15 @@ struct Stack {
     volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
   }
   PhysicalUse Physical() const { return DrivesPhysicalUse(drives.drives); }
+  // Writes LBAs [0, blocks) once, `percent` compressible, and flushes.
+  void Fill(uint64_t blocks, int percent, std::mt19937_64& rng) {
+    Block b(kBlockSize);
+    for (uint64_t lba = 0; lba < blocks; ++lba) {
+      FillBlockWithCompressibility(b, percent, rng);
+      ASSERT_TRUE(volume->Write(lba, b).ok()) << lba;
+    }
+    ASSERT_TRUE(volume->Flush().ok());
+  }
   void StartScheduler(SchedulerOptions o) {
     scheduler = std::make_unique<Scheduler>(
         *array, *volume, [this] { return Physical(); }, o, clock);
@@ -313,12 +322,7 @@ TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
   Stack st;
   const uint64_t cap = st.volume->capacity_blocks();
   std::mt19937_64 rng(3);
-  Block b(kBlockSize);
-  for (uint64_t lba = 0; lba < cap / 2; ++lba) {
-    FillBlockWithCompressibility(b, 0, rng);
-    ASSERT_TRUE(st.volume->Write(lba, b).ok());
-  }
-  ASSERT_TRUE(st.volume->Flush().ok());
+  st.Fill(cap / 2, 0, rng);
   const PhysicalUse before = st.Physical();
   for (const auto& [seg, gp] : st.volume->SealedSegments())
     ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
@@ -371,12 +375,8 @@ TEST(SchedulerTest, BirthsAreMirroredOnlyWhileReadsDominate) {
   Stack st;
   const uint64_t cap = st.volume->capacity_blocks();
   std::mt19937_64 rng(4);
+  st.Fill(cap / 4, 0, rng);
   Block b(kBlockSize);
-  for (uint64_t lba = 0; lba < cap / 4; ++lba) {
-    FillBlockWithCompressibility(b, 0, rng);
-    ASSERT_TRUE(st.volume->Write(lba, b).ok());
-  }
-  ASSERT_TRUE(st.volume->Flush().ok());
   SchedulerOptions o;
   o.beta = 0.9;
   st.StartScheduler(o);
@@ -582,12 +582,7 @@ TEST(SchedulerTest, PoliciesRaid5Raid10AndManual) {
   Stack st;
   const uint64_t cap = st.volume->capacity_blocks();
   std::mt19937_64 rng(5);
-  Block b(kBlockSize);
-  for (uint64_t lba = 0; lba < cap / 2; ++lba) {
-    FillBlockWithCompressibility(b, 50, rng);
-    ASSERT_TRUE(st.volume->Write(lba, b).ok());
-  }
-  ASSERT_TRUE(st.volume->Flush().ok());
+  st.Fill(cap / 2, 50, rng);
   SchedulerOptions o;
   o.policy = Policy::kRaid10;
   o.beta = 1.0;
