@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <type_traits>
 
 #include "common/check.h"
+#include "compress/drive_format.h"
 
 namespace eraid {
 
@@ -234,6 +236,45 @@ double DriveProfile::ExpectedIops(uint32_t qd, bool reads) const {
   }
   const double iops = x * 1e6;
   return reads ? iops : std::min(iops > 0 ? iops : RandomWriteIops(), RandomWriteIops());
+}
+
+ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flash_bytes,
+                               uint64_t reads, uint64_t seed) {
+  ERAID_CHECK(p.enabled() && qd > 0 && reads > 0);
+  constexpr uint64_t kRecord =
+      kBlockSize + drive_format::kRecordHeaderBytes;  // incompressible, as stored
+  const uint64_t records = std::max<uint64_t>(1, flash_bytes / kRecord);
+  ManualClock clock;
+  DriveModel m(p, clock);
+  std::mt19937_64 rng(seed);
+  // (next submission, client): the earliest goes first, so the model sees time move on.
+  std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
+                      std::greater<>>
+      next;
+  for (uint32_t c = 0; c < qd; ++c) next.push({0, c});
+  // The first tenth warms the calendars up; the rest is measured.
+  const uint64_t warm = reads / 10;
+  uint64_t done = 0, measured = 0, latency_ns = 0, first_ns = 0, last_ns = 0;
+  while (done < reads) {
+    const auto [t, c] = next.top();
+    next.pop();
+    clock.AdvanceNanos(t - clock.NowNanos());
+    const uint64_t flash = m.FlashRead(rng() % records * kRecord, kRecord);
+    const uint64_t end = m.HostRead(kBlockSize, /*engine=*/true, t, flash);
+    next.push({end, c});
+    if (++done == warm) first_ns = t;
+    if (done > warm) {
+      ++measured;
+      latency_ns += end - t;
+      last_ns = std::max(last_ns, end);
+    }
+  }
+  ModelCurve curve;
+  if (measured > 0 && last_ns > first_ns) {
+    curve.iops = double(measured) * 1e9 / double(last_ns - first_ns);
+    curve.mean_latency_us = double(latency_ns) / double(measured) / 1e3;
+  }
+  return curve;
 }
 
 DriveModel::DriveModel(const DriveProfile& profile, const Clock& clock)

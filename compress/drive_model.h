@@ -81,6 +81,20 @@ struct DriveProfile {
   std::string Spec() const;
 };
 
+// The model's own curve for 4 KiB random reads at queue depth `qd`: the model run on a
+// virtual clock, `qd` clients each reading a random incompressible block (a record of
+// 4 KiB and its header, packed as the drive stores them in `flash_bytes`) through the
+// flash part and then the host part, as TimedDrive does, the next read issued when the
+// last completes. No host cost at all: what a real-time run of the drive (threads,
+// sleeps, the emulated drive's own work) is validated against. ExpectedIops is the
+// closed form; it assumes random service times and so departs from this at depth.
+// Scaled by the profile's time_scale, like everything the model returns.
+struct ModelCurve {
+  double iops = 0, mean_latency_us = 0;
+};
+ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flash_bytes,
+                               uint64_t reads = 200000, uint64_t seed = 1);
+
 // The named profiles: nvme-tlc, csd, sata-ssd, none.
 std::vector<std::string> DriveProfileNames();
 // A named profile with key=value overrides, "csd,read_us=80,time_scale=20", or

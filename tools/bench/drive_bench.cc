@@ -269,6 +269,7 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   std::vector<std::vector<double>> lat_us(qd);
   std::vector<std::thread> threads;
   const double cpu0 = CpuSeconds(), switches0 = ContextSwitches();
+  const DriveModelStats model0 = timing->model().stats();
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t t = 0; t < qd; ++t) {
     threads.emplace_back([&, t] {
@@ -296,16 +297,35 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   for (double v : all) sum += v;
   const double n = double(all.size());
   const double scale = profile->time_scale;
-  const double want_iops = profile->ExpectedIops(qd, reads) / scale;
-  const double want_lat_us = qd * 1e6 / want_iops;
+  // The curve. Reads: the model itself on a virtual clock (SimulateRandomReads), the closed
+  // form beside it. Writes: the closed form of the host side, or what the NAND does when
+  // kept busy all the time, whichever is less. The NAND's work per write (programs, the
+  // drive's own GC and erases) is the drive's, so it is measured here: the rate at which
+  // the units would be busy all the time is the measured rate over their busy share.
+  const DriveModelStats model1 = timing->model().stats();
+  const double nand_busy = double(model1.unit_busy_ns - model0.unit_busy_ns) /
+                           (double(model1.elapsed_ns - model0.elapsed_ns) * double(model1.units));
+  const double mva_iops = profile->ExpectedIops(qd, reads) / scale;
+  double want_iops = mva_iops, want_lat_us = qd * 1e6 / mva_iops;
+  if (reads) {
+    const ModelCurve curve = SimulateRandomReads(*profile, qd, flash_mib << 20);
+    want_iops = curve.iops;
+    want_lat_us = curve.mean_latency_us;
+  } else if (nand_busy > 0) {
+    want_iops = std::min(mva_iops, n / secs / nand_busy);
+    want_lat_us = qd * 1e6 / want_iops;
+  }
   std::printf(
       "model profile=%s rw=%s qd=%u iops=%.0f profile_iops=%.0f iops_ratio=%.3f lat_mean_us=%.1f "
-      "profile_lat_us=%.1f lat_ratio=%.3f p99_us=%.1f cpu_us_per_io=%.2f model_ns_per_io=%.0f "
-      "profile_units_iops=%.0f flash_reads_per_io=%.2f queued_share=%.2f switches_per_io=%.2f\n",
+      "profile_lat_us=%.1f lat_ratio=%.3f mva_iops=%.0f mva_ratio=%.3f p99_us=%.1f "
+      "cpu_us_per_io=%.2f model_ns_per_io=%.0f "
+      "profile_units_iops=%.0f flash_reads_per_io=%.2f queued_share=%.2f switches_per_io=%.2f "
+      "nand_busy=%.3f programs_per_io=%.2f\n",
       profile->Spec().c_str(), rw.c_str(), qd, n / secs, want_iops, n / secs / want_iops, sum / n,
-      want_lat_us, sum / n / want_lat_us, all[size_t(n * 0.99)], cpu * 1e6 / n,
-      ModelCostNs(*profile), n / secs * scale, double(timing->model().stats().flash_reads) / n,
-      timing->model().stats().queued_share(), switches / n);
+      want_lat_us, sum / n / want_lat_us, mva_iops, n / secs / mva_iops, all[size_t(n * 0.99)],
+      cpu * 1e6 / n, ModelCostNs(*profile), n / secs * scale,
+      double(timing->model().stats().flash_reads) / n, timing->model().stats().queued_share(),
+      switches / n, nand_busy, double(model1.flash_programs - model0.flash_programs) / n);
   return 0;
 }
 
