@@ -373,19 +373,45 @@ void DriveModel::Account(uint64_t now, uint64_t end, uint64_t service_ns) {
 }
 
 uint64_t DriveModel::FlashRead(uint64_t offset_bytes, uint64_t length_bytes) {
-  if (length_bytes == 0) return clock_.NowNanos();
+  const ByteExtent e{offset_bytes, length_bytes};
+  return FlashReadMany(std::span(&e, 1));
+}
+
+uint64_t DriveModel::FlashReadMany(std::span<const ByteExtent> extents) {
+  // The pages touched and the bytes wanted from each, in page order, each page once.
+  std::vector<std::pair<uint64_t, uint64_t>> pages;
+  for (const ByteExtent& e : extents) {
+    if (e.length == 0) continue;
+    const uint64_t first = e.offset / p_.page_bytes;
+    const uint64_t last = (e.offset + e.length - 1) / p_.page_bytes;
+    for (uint64_t page = first; page <= last; ++page) {
+      const uint64_t lo = std::max(e.offset, page * p_.page_bytes);
+      const uint64_t hi = std::min(e.offset + e.length, (page + 1) * p_.page_bytes);
+      pages.emplace_back(page, hi - lo);
+    }
+  }
+  if (extents.size() > 1) {
+    std::sort(pages.begin(), pages.end());
+    size_t out = 0;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      if (out > 0 && pages[out - 1].first == pages[i].first) {
+        pages[out - 1].second =
+            std::min<uint64_t>(p_.page_bytes, pages[out - 1].second + pages[i].second);
+      } else {
+        pages[out++] = pages[i];
+      }
+    }
+    pages.resize(out);
+  }
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
+  if (pages.empty()) return now;
   now_ = now;
-  const uint64_t first = offset_bytes / p_.page_bytes;
-  const uint64_t last = (offset_bytes + length_bytes - 1) / p_.page_bytes;
   uint64_t end = now;
-  for (uint64_t page = first; page <= last; ++page) {
-    const uint64_t lo = std::max(offset_bytes, page * p_.page_bytes);
-    const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
+  for (const auto& [page, bytes] : pages) {
     const Page at = PageAt(page);
     const uint64_t sensed = TakeUnitForRead(at.unit, now, Ns(p_.read_us));
-    end = std::max(end, Take(&channels_[at.channel], sensed, TransferNs(hi - lo, p_.channel_mb_s)));
+    end = std::max(end, Take(&channels_[at.channel], sensed, TransferNs(bytes, p_.channel_mb_s)));
     ++stats_.flash_reads;
   }
   return end;

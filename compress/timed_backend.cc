@@ -101,9 +101,10 @@ Status TimedFlash::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
 
 void TimedFlash::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                           std::span<Status> results) {
-  uint64_t ready = 0;
-  for (Lba b : blocks)
-    ready = std::max(ready, model_.FlashRead(BlocksToBytes(b.value), kBlockSize));
+  std::vector<ByteExtent> extents(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i)
+    extents[i] = {BlocksToBytes(blocks[i].value), kBlockSize};
+  const uint64_t ready = model_.FlashReadMany(extents);
   inner_.ReadMany(blocks, out, results);
   WaitOrDefer(model_, ready);
 }
@@ -111,8 +112,7 @@ void TimedFlash::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
 void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
                                std::span<const std::span<std::byte>> out,
                                std::span<Status> results) {
-  uint64_t ready = 0;
-  for (const ByteExtent& e : extents) ready = std::max(ready, model_.FlashRead(e.offset, e.length));
+  const uint64_t ready = model_.FlashReadMany(extents);
   inner_.ReadBytesMany(extents, out, results);
   WaitOrDefer(model_, ready);
 }

@@ -149,6 +149,25 @@ TEST(DriveModelTest, AnIdleReadTakesSenseAndTransfer) {
   EXPECT_EQ(fresh.FlashRead(2 * 16384 - 1024, 2048), now + 50 * kUs + kUs / 2);
 }
 
+TEST(DriveModelTest, RecordsOfOnePageReadTogetherSenseItOnce) {
+  ManualClock clock(1000 * kUs);
+  const uint64_t now = clock.NowNanos();
+  // Four 2 KiB records in page 0 and one in page 1 (unit 1), as a batch: page 0 is
+  // sensed once (50 us) and its 8 KiB move over channel 0 (4 us); page 1 beside it.
+  std::vector<ByteExtent> batch;
+  for (uint64_t r = 0; r < 4; ++r) batch.push_back({r * 2048, 2048});
+  batch.push_back({16384, 2048});
+  DriveModel m(Small(), clock);
+  EXPECT_EQ(m.FlashReadMany(batch), now + 50 * kUs + 4 * kUs);
+  EXPECT_EQ(m.stats().flash_reads, 2u);
+  // One by one, each record of page 0 senses it again: four senses queue on unit 0.
+  DriveModel single(Small(), clock);
+  uint64_t end = 0;
+  for (const ByteExtent& e : batch) end = std::max(end, single.FlashRead(e.offset, e.length));
+  EXPECT_EQ(end, now + 4 * 50 * kUs + kUs);
+  EXPECT_EQ(single.stats().flash_reads, 5u);
+}
+
 TEST(DriveModelTest, ReadsSpreadOverUnitsAndQueueOnOne) {
   ManualClock clock(1000 * kUs);
   DriveModel m(Small(), clock);
