@@ -7,7 +7,8 @@
 //   - Submit*() queues an operation and returns at once; it never runs a callback.
 //   - Poll() starts any operation not yet started and delivers finished ones, running each callback
 //     exactly once, on the polling thread. Poll(true) blocks until at least one operation
-//     finishes (it returns at once when nothing is in flight).
+//     finishes (it returns at once when nothing is in flight); with several threads
+//     polling, that one may have been delivered by another thread's Poll (then it returns 0).
 //   - At most queue_depth() operations are in flight; a Submit*() beyond that first polls
 //     (delivering completions on the submitting thread) until a slot frees.
 // A completion's Status tells the outcome; buffers must stay valid until the callback.
