@@ -277,6 +277,37 @@ ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flas
   return curve;
 }
 
+ModelCurve SimulateRandomWrites(const DriveProfile& p, uint32_t qd, uint64_t writes) {
+  ERAID_CHECK(p.enabled() && qd > 0 && writes > 0);
+  ManualClock clock;
+  DriveModel m(p, clock);
+  std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
+                      std::greater<>>
+      next;
+  for (uint32_t c = 0; c < qd; ++c) next.push({0, c});
+  const uint64_t warm = writes / 10;
+  uint64_t done = 0, measured = 0, latency_ns = 0, first_ns = 0, last_ns = 0;
+  while (done < writes) {
+    const auto [t, c] = next.top();
+    next.pop();
+    clock.AdvanceNanos(t - clock.NowNanos());
+    const uint64_t end = std::max(t + 1, m.HostWrite(kBlockSize, /*engine=*/true));
+    next.push({end, c});
+    if (++done == warm) first_ns = t;
+    if (done > warm) {
+      ++measured;
+      latency_ns += end - t;
+      last_ns = std::max(last_ns, end);
+    }
+  }
+  ModelCurve curve;
+  if (measured > 0 && last_ns > first_ns) {
+    curve.iops = double(measured) * 1e9 / double(last_ns - first_ns);
+    curve.mean_latency_us = double(latency_ns) / double(measured) / 1e3;
+  }
+  return curve;
+}
+
 DriveModel::DriveModel(const DriveProfile& profile, const Clock& clock)
     : p_(profile),
       clock_(clock),

@@ -96,6 +96,11 @@ struct ModelCurve {
 };
 ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flash_bytes,
                                uint64_t reads = 200000, uint64_t seed = 1);
+// The same for 4 KiB writes, their host part only (controller, link, engine): a write
+// completes once in the drive's buffer, so while the NAND keeps up this is the curve; when
+// it does not, the NAND's program rate is (a caller measures that: it depends on the
+// drive's own GC).
+ModelCurve SimulateRandomWrites(const DriveProfile& p, uint32_t qd, uint64_t writes = 200000);
 
 // The named profiles: nvme-tlc, csd, sata-ssd, none.
 std::vector<std::string> DriveProfileNames();

@@ -137,6 +137,13 @@ TEST(DriveProfileTest, TheModelsOwnCurveRunsOnAVirtualClock) {
     EXPECT_EQ(SimulateRandomReads(p, 16, flash, 5000, 7).iops,
               SimulateRandomReads(p, 16, flash, 5000, 7).iops);
   }
+  // Writes, the host part: at QD 1 a write takes the controller, then the link (nvme-tlc:
+  // 1 us + 4096 B at 4100 MB/s); deeper, the stations overlap and the slower one bounds it.
+  const DriveProfile nvme = ParseDriveProfile("nvme-tlc").value();
+  const double one_us = nvme.controller_write_us + 4096 / nvme.host_write_mb_s;
+  EXPECT_NEAR(SimulateRandomWrites(nvme, 1, 20000).mean_latency_us, one_us, 0.01 * one_us);
+  const double bound = 1e6 / std::max(nvme.controller_write_us, 4096 / nvme.host_write_mb_s);
+  EXPECT_NEAR(SimulateRandomWrites(nvme, 16, 20000).iops, bound, 0.01 * bound);
 }
 
 TEST(DriveModelTest, AnIdleReadTakesSenseAndTransfer) {

@@ -298,10 +298,10 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   const double n = double(all.size());
   const double scale = profile->time_scale;
   // The curve. Reads: the model itself on a virtual clock (SimulateRandomReads), the closed
-  // form beside it. Writes: the closed form of the host side, or what the NAND does when
-  // kept busy all the time, whichever is less. The NAND's work per write (programs, the
-  // drive's own GC and erases) is the drive's, so it is measured here: the rate at which
-  // the units would be busy all the time is the measured rate over their busy share.
+  // form beside it. Writes: the host side on a virtual clock (SimulateRandomWrites), or what
+  // the NAND does when kept busy all the time, whichever is less. The NAND's work per write
+  // (programs, the drive's own GC and erases) is the drive's, so it is measured here: the rate at
+  // which the units would be busy all the time is the measured rate over their busy share.
   const DriveModelStats model1 = timing->model().stats();
   const double nand_busy = double(model1.unit_busy_ns - model0.unit_busy_ns) /
                            (double(model1.elapsed_ns - model0.elapsed_ns) * double(model1.units));
@@ -311,9 +311,14 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
     const ModelCurve curve = SimulateRandomReads(*profile, qd, flash_mib << 20);
     want_iops = curve.iops;
     want_lat_us = curve.mean_latency_us;
-  } else if (nand_busy > 0) {
-    want_iops = std::min(mva_iops, n / secs / nand_busy);
-    want_lat_us = qd * 1e6 / want_iops;
+  } else {
+    const ModelCurve host = SimulateRandomWrites(*profile, qd);
+    want_iops = host.iops;
+    want_lat_us = host.mean_latency_us;
+    if (nand_busy > 0 && n / secs / nand_busy < want_iops) {
+      want_iops = n / secs / nand_busy;
+      want_lat_us = qd * 1e6 / want_iops;
+    }
   }
   std::printf(
       "model profile=%s rw=%s qd=%u iops=%.0f profile_iops=%.0f iops_ratio=%.3f lat_mean_us=%.1f "

@@ -159,13 +159,21 @@ array_up() {
 }
 array_down() { "$1" stop --dir "$2" >/dev/null 2>&1 || true; }
 
-# wait_settled ERAID DIR [MAX_S]: waits until the scheduler stops changing RAID10 coverage
-# (two equal readings 2 s apart), at most MAX_S seconds (default 120).
+# wait_settled ERAID DIR [MAX_S]: waits until the array's conversions have not moved for
+# 12 s, longer than the scheduler's longest traffic window (10 s: before its first window
+# it decides nothing, so an unchanged reading 2 s apart said nothing), at most MAX_S
+# seconds (default 120).
 wait_settled() {
-  local eraid=$1 dir=$2 max=${3:-120} last="" now i
+  local eraid=$1 dir=$2 max=${3:-120} last="" now i still=0 s
   for ((i = 0; i < max; i += 2)); do
-    now=$(json_num "$("$eraid" status --dir "$dir" --json)" raid10_coverage)
-    [ "$now" = "$last" ] && return 0
+    s=$("$eraid" status --dir "$dir" --json)
+    now="$(json_num "$s" to_raid10),$(json_num "$s" to_raid5)"
+    if [ "$now" = "$last" ]; then
+      still=$((still + 2))
+      ((still >= 12)) && return 0
+    else
+      still=0
+    fi
     last=$now
     sleep 2
   done
