@@ -238,29 +238,28 @@ double DriveProfile::ExpectedIops(uint32_t qd, bool reads) const {
   return reads ? iops : std::min(iops > 0 ? iops : RandomWriteIops(), RandomWriteIops());
 }
 
-ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flash_bytes,
-                               uint64_t reads, uint64_t seed) {
-  ERAID_CHECK(p.enabled() && qd > 0 && reads > 0);
-  constexpr uint64_t kRecord =
-      kBlockSize + drive_format::kRecordHeaderBytes;  // incompressible, as stored
-  const uint64_t records = std::max<uint64_t>(1, flash_bytes / kRecord);
+namespace {
+
+// The model on a virtual clock with `qd` clients, each issuing its next operation when
+// the last completes: issue(model, now) starts one and returns when it completes. The
+// first tenth of `ops` warms the calendars up; the rest is measured.
+template <typename Issue>
+ModelCurve ClosedLoop(const DriveProfile& p, uint32_t qd, uint64_t ops, Issue issue) {
+  ERAID_CHECK(p.enabled() && qd > 0 && ops > 0);
   ManualClock clock;
   DriveModel m(p, clock);
-  std::mt19937_64 rng(seed);
   // (next submission, client): the earliest goes first, so the model sees time move on.
   std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
                       std::greater<>>
       next;
   for (uint32_t c = 0; c < qd; ++c) next.push({0, c});
-  // The first tenth warms the calendars up; the rest is measured.
-  const uint64_t warm = reads / 10;
+  const uint64_t warm = ops / 10;
   uint64_t done = 0, measured = 0, latency_ns = 0, first_ns = 0, last_ns = 0;
-  while (done < reads) {
+  while (done < ops) {
     const auto [t, c] = next.top();
     next.pop();
     clock.AdvanceNanos(t - clock.NowNanos());
-    const uint64_t flash = m.FlashRead(rng() % records * kRecord, kRecord);
-    const uint64_t end = m.HostRead(kBlockSize, /*engine=*/true, t, flash);
+    const uint64_t end = issue(m, t);
     next.push({end, c});
     if (++done == warm) first_ns = t;
     if (done > warm) {
@@ -277,35 +276,24 @@ ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flas
   return curve;
 }
 
+}  // namespace
+
+ModelCurve SimulateRandomReads(const DriveProfile& p, uint32_t qd, uint64_t flash_bytes,
+                               uint64_t reads, uint64_t seed) {
+  constexpr uint64_t kRecord =
+      kBlockSize + drive_format::kRecordHeaderBytes;  // incompressible, as stored
+  const uint64_t records = std::max<uint64_t>(1, flash_bytes / kRecord);
+  std::mt19937_64 rng(seed);
+  return ClosedLoop(p, qd, reads, [&](DriveModel& m, uint64_t t) {
+    const uint64_t flash = m.FlashRead(rng() % records * kRecord, kRecord);
+    return m.HostRead(kBlockSize, /*engine=*/true, t, flash);
+  });
+}
+
 ModelCurve SimulateRandomWrites(const DriveProfile& p, uint32_t qd, uint64_t writes) {
-  ERAID_CHECK(p.enabled() && qd > 0 && writes > 0);
-  ManualClock clock;
-  DriveModel m(p, clock);
-  std::priority_queue<std::pair<uint64_t, uint32_t>, std::vector<std::pair<uint64_t, uint32_t>>,
-                      std::greater<>>
-      next;
-  for (uint32_t c = 0; c < qd; ++c) next.push({0, c});
-  const uint64_t warm = writes / 10;
-  uint64_t done = 0, measured = 0, latency_ns = 0, first_ns = 0, last_ns = 0;
-  while (done < writes) {
-    const auto [t, c] = next.top();
-    next.pop();
-    clock.AdvanceNanos(t - clock.NowNanos());
-    const uint64_t end = std::max(t + 1, m.HostWrite(kBlockSize, /*engine=*/true));
-    next.push({end, c});
-    if (++done == warm) first_ns = t;
-    if (done > warm) {
-      ++measured;
-      latency_ns += end - t;
-      last_ns = std::max(last_ns, end);
-    }
-  }
-  ModelCurve curve;
-  if (measured > 0 && last_ns > first_ns) {
-    curve.iops = double(measured) * 1e9 / double(last_ns - first_ns);
-    curve.mean_latency_us = double(latency_ns) / double(measured) / 1e3;
-  }
-  return curve;
+  return ClosedLoop(p, qd, writes, [](DriveModel& m, uint64_t t) {
+    return std::max(t + 1, m.HostWrite(kBlockSize, /*engine=*/true));
+  });
 }
 
 DriveModel::DriveModel(const DriveProfile& profile, const Clock& clock)
@@ -403,12 +391,31 @@ void DriveModel::Account(uint64_t now, uint64_t end, uint64_t service_ns) {
   stats_.service_ns += std::min(service_ns, end - now);
 }
 
+uint64_t DriveModel::SensePage(uint64_t page, uint64_t bytes, uint64_t now) {
+  const Page at = PageAt(page);
+  const uint64_t sensed = TakeUnitForRead(at.unit, now, Ns(p_.read_us));
+  ++stats_.flash_reads;
+  return Take(&channels_[at.channel], sensed, TransferNs(bytes, p_.channel_mb_s));
+}
+
 uint64_t DriveModel::FlashRead(uint64_t offset_bytes, uint64_t length_bytes) {
-  const ByteExtent e{offset_bytes, length_bytes};
-  return FlashReadMany(std::span(&e, 1));
+  if (length_bytes == 0) return clock_.NowNanos();
+  std::lock_guard lock(mu_);
+  const uint64_t now = clock_.NowNanos();
+  now_ = now;
+  const uint64_t first = offset_bytes / p_.page_bytes;
+  const uint64_t last = (offset_bytes + length_bytes - 1) / p_.page_bytes;
+  uint64_t end = now;
+  for (uint64_t page = first; page <= last; ++page) {
+    const uint64_t lo = std::max(offset_bytes, page * p_.page_bytes);
+    const uint64_t hi = std::min(offset_bytes + length_bytes, (page + 1) * p_.page_bytes);
+    end = std::max(end, SensePage(page, hi - lo, now));
+  }
+  return end;
 }
 
 uint64_t DriveModel::FlashReadMany(std::span<const ByteExtent> extents) {
+  if (extents.size() == 1) return FlashRead(extents[0].offset, extents[0].length);
   // The pages touched and the bytes wanted from each, in page order, each page once.
   std::vector<std::pair<uint64_t, uint64_t>> pages;
   for (const ByteExtent& e : extents) {
@@ -421,30 +428,22 @@ uint64_t DriveModel::FlashReadMany(std::span<const ByteExtent> extents) {
       pages.emplace_back(page, hi - lo);
     }
   }
-  if (extents.size() > 1) {
-    std::sort(pages.begin(), pages.end());
-    size_t out = 0;
-    for (size_t i = 0; i < pages.size(); ++i) {
-      if (out > 0 && pages[out - 1].first == pages[i].first) {
-        pages[out - 1].second =
-            std::min<uint64_t>(p_.page_bytes, pages[out - 1].second + pages[i].second);
-      } else {
-        pages[out++] = pages[i];
-      }
+  std::sort(pages.begin(), pages.end());
+  size_t out = 0;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (out > 0 && pages[out - 1].first == pages[i].first) {
+      pages[out - 1].second =
+          std::min<uint64_t>(p_.page_bytes, pages[out - 1].second + pages[i].second);
+    } else {
+      pages[out++] = pages[i];
     }
-    pages.resize(out);
   }
+  pages.resize(out);
   std::lock_guard lock(mu_);
   const uint64_t now = clock_.NowNanos();
-  if (pages.empty()) return now;
   now_ = now;
   uint64_t end = now;
-  for (const auto& [page, bytes] : pages) {
-    const Page at = PageAt(page);
-    const uint64_t sensed = TakeUnitForRead(at.unit, now, Ns(p_.read_us));
-    end = std::max(end, Take(&channels_[at.channel], sensed, TransferNs(bytes, p_.channel_mb_s)));
-    ++stats_.flash_reads;
-  }
+  for (const auto& [page, bytes] : pages) end = std::max(end, SensePage(page, bytes, now));
   return end;
 }
 

@@ -191,6 +191,9 @@ class DriveModel {
   // Reserves `ns` in the first gap from `at` free on every calendar given (the first is
   // where it is added): returns the end.
   uint64_t Take(Calendar* c, uint64_t at, uint64_t ns, Calendar* also = nullptr);
+  // Senses `page` from `now` and moves `bytes` of it over its channel; returns the end.
+  // REQUIRES: mu_ held.
+  uint64_t SensePage(uint64_t page, uint64_t bytes, uint64_t now);
   // A read's sense on unit u from `at` for `ns`, suspending a program there if allowed.
   uint64_t TakeUnitForRead(uint32_t u, uint64_t at, uint64_t ns);  // REQUIRES: mu_ held
   // A program or erase on unit u. REQUIRES: mu_ held.
