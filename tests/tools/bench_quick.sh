@@ -7,7 +7,9 @@ NAME=$1 BUILD=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/eraid-bench-quick.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
-"$ROOT/tools/bench/$NAME" --quick --build "$BUILD" --out "$OUT"
+EXTRA=()
+[ "$NAME" = degraded ] && EXTRA=(--rounds 2)  # its rounds, medians and spreads too
+"$ROOT/tools/bench/$NAME" --quick --build "$BUILD" --out "$OUT" "${EXTRA[@]}"
 fail() { echo "bench_quick $NAME: $*" >&2; exit 1; }
 # rows FILE N: the CSV has a header and N rows.
 rows() { local n; n=$(($(wc -l < "$1") - 1)); [ "$n" -eq "$2" ] || fail "$(basename "$1"): $n rows, expected $2"; }
@@ -28,7 +30,12 @@ case "$NAME" in
     png fio-matrix.png ;;
   degraded)
     C=$OUT/degraded.csv
-    rows "$C" 3
+    rows "$C" 6  # 3 shares × 2 rounds
+    check "$C" '$9 == 1 || $9 == 2' "the round is recorded"
+    # The table: a row per share, medians with their spread, ratios to the all-RAID5 row.
+    [ "$(grep -c '^| [0-9]*% | [0-9]*% | [0-9]* ±[0-9.]*% |' "$OUT/degraded.md")" -eq 3 ] ||
+      fail "degraded.md: no row per share with its spread"
+    grep -q '^| 0% | .* | 1.00× | 1.00× |$' "$OUT/degraded.md" || fail "degraded.md: the all-RAID5 row is not 1.00×"
     check "$C" '$3 > 0 && $4 > 0 && $6 > 0 && $8 > 0' "IOPS and rebuild time > 0"
     check "$C" '($1 == 0 && $2 == 0) || ($1 == 100 && $2 >= 0.9) || ($1 == 50 && $2 > 0.3 && $2 < 0.7)' \
       "RAID10 coverage follows the share"
