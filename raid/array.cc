@@ -330,24 +330,63 @@ bool ElasticArray::ReconstructShared(SegmentId s, const Segment& seg, uint32_t p
 }
 
 uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode) {
+  return ReadRowsLocked(s, r, 1, row, mode);
+}
+
+uint32_t ElasticArray::ReadRowsLocked(SegmentId s, uint32_t first, uint32_t n, AlignedBuffer* rows,
+                                      ReadMode mode, std::vector<uint32_t>* unreadable_rows) {
   const Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
-  std::fill(row->begin(), row->end(), std::byte{0});
+  const uint64_t begin = uint64_t{first} * rb;
+  const uint64_t end = std::min<uint64_t>(begin + uint64_t{n} * rb, seg.frontier);
+  ERAID_CHECK(rows->size() >= BlocksToBytes(uint64_t{n} * rb));
+  std::fill(rows->begin(), rows->begin() + static_cast<ptrdiff_t>(BlocksToBytes(uint64_t{n} * rb)),
+            std::byte{0});
+  if (unreadable_rows != nullptr) unreadable_rows->assign(n, 0);
+  auto out_of = [&](uint64_t pos) {
+    return std::span<std::byte>(rows->data() + BlocksToBytes(pos - begin), kBlockSize);
+  };
   if (!LoadCrcsLocked(s).ok()) {  // no block of it can be verified
-    const uint64_t written =
-        seg.frontier > r * rb ? std::min<uint64_t>(rb, seg.frontier - r * rb) : 0;
-    return static_cast<uint32_t>(written);
+    for (uint64_t pos = begin; pos < end; ++pos) {
+      if (unreadable_rows != nullptr) ++(*unreadable_rows)[(pos - begin) / rb];
+    }
+    return static_cast<uint32_t>(end > begin ? end - begin : 0);
   }
+  // Every primary copy at once: a rebuild or scrub read one block at a time before, at
+  // queue depth 1 on drives that serve dozens in parallel.
+  std::vector<BlockRead> reads;
+  std::vector<uint64_t> read_pos;
+  std::vector<bool> done(end > begin ? end - begin : 0, false);
+  for (uint64_t pos = begin; pos < end; ++pos) {
+    if (const std::byte* b = UnwrittenBlockLocked(seg, static_cast<uint32_t>(pos))) {
+      std::memcpy(out_of(pos).data(), b, kBlockSize);
+      done[pos - begin] = true;
+      continue;
+    }
+    const Place p = geometry_.Primary(s, static_cast<uint32_t>(pos));
+    reads.push_back({p.device, p.lba, out_of(pos)});
+    read_pos.push_back(pos);
+  }
+  if (!reads.empty()) {
+    std::vector<bool> ok;
+    io_->ReadAcross(s.value, reads, &ok);
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const uint64_t pos = read_pos[i];
+      done[pos - begin] = ok[i] && Crc32c(out_of(pos)) == seg.crc[pos];
+    }
+  }
+  // What that did not verify: the other copy or reconstruction, repaired as `mode` says.
   uint32_t unreadable = 0;
-  for (uint64_t i = 0; i < rb && r * rb + i < seg.frontier; ++i) {
-    const auto pos = static_cast<uint32_t>(r * rb + i);
-    std::span<std::byte> out(row->data() + BlocksToBytes(i), kBlockSize);
+  for (uint64_t pos = begin; pos < end; ++pos) {
+    if (done[pos - begin]) continue;
     const uint32_t want = seg.crc[pos];
+    const std::span<std::byte> out = out_of(pos);
     if (!ReadVerifiedLocked(
-             s, pos, out, [&](auto b) { return Crc32c(b) == want; }, mode)
+             s, static_cast<uint32_t>(pos), out, [&](auto b) { return Crc32c(b) == want; }, mode)
              .ok()) {
       std::fill(out.begin(), out.end(), std::byte{0});
       ++unreadable;
+      if (unreadable_rows != nullptr) ++(*unreadable_rows)[(pos - begin) / rb];
     }
   }
   return unreadable;

@@ -322,6 +322,12 @@ class ElasticArray {
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);
+  // The same for rows [first, first + n) into `rows` (n rows, one after another). Every
+  // primary copy is read at once, on every device together; only what that did not
+  // verify goes block by block through ReadVerifiedLocked. If `unreadable_rows`, the
+  // count per row.
+  uint32_t ReadRowsLocked(SegmentId s, uint32_t first, uint32_t n, AlignedBuffer* rows,
+                          ReadMode mode, std::vector<uint32_t>* unreadable_rows = nullptr);
   // Position `pos` of `seg` rebuilt from its redundancy, under the shared lock (its primary
   // copy's device is down): reads only, counted in atomics; false if no copy it reaches
   // matches the CRC (the caller retries under the exclusive lock, which repairs and

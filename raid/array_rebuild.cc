@@ -1,5 +1,6 @@
 // A failed device: failing it, rebuilding onto a new one (Replace) or onto the same
 // one back after an outage (ReAdd), and scrubbing every segment's redundancy.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -150,20 +151,32 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
       }
       if (owed && seg.entry.scheme != SegmentScheme::kFree) {
         io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
-        AlignedBuffer row(BlocksToBytes(rb)), scratch;
-        for (uint32_t r = 0; r < done_rows; ++r) {
-          if (ReadRowLocked(s, r, &row, ReadMode::kNoRepair) > 0) {
-            return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " +
-                                    std::to_string(r) + " cannot be reconstructed");
-          }
-          std::vector<DeviceWrite> writes, mine;
-          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch, &writes);
+        // The whole segment at once: its rows read together (every device busy, not one
+        // block in flight at a time), then the lost device's share of every row written
+        // together.
+        const auto rows_n = static_cast<uint32_t>(done_rows);
+        AlignedBuffer rows(BlocksToBytes(uint64_t{rows_n} * rb));
+        std::vector<uint32_t> unreadable;
+        if (ReadRowsLocked(s, 0, rows_n, &rows, ReadMode::kNoRepair, &unreadable) > 0) {
+          const auto r =
+              std::find_if(unreadable.begin(), unreadable.end(), [](uint32_t u) { return u > 0; }) -
+              unreadable.begin();
+          return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " +
+                                  std::to_string(r) + " cannot be reconstructed");
+        }
+        std::vector<AlignedBuffer> scratch(rows_n);  // parity, alive until written
+        std::vector<DeviceWrite> mine;
+        for (uint32_t r = 0; r < rows_n; ++r) {
+          std::vector<DeviceWrite> writes;
+          const std::span<const std::byte> row(rows.data() + BlocksToBytes(uint64_t{r} * rb),
+                                               BlocksToBytes(rb));
+          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch[r], &writes);
           for (const auto& w : writes) {
             if (w.device == device) mine.push_back(w);
           }
-          io_->Write(mine);
-          for (const auto& w : mine) prog.bytes_written += w.data.size();
         }
+        io_->Write(mine);
+        for (const auto& w : mine) prog.bytes_written += w.data.size();
         if (seg.open && seg.row_synced > 0) {  // the flushed part of the open row, both copies
           const uint64_t row_start = uint64_t{seg.row} * rb;
           std::vector<DeviceWrite> mine;
