@@ -179,6 +179,34 @@ wait_settled() {
   done
 }
 
+# round_medians CSV NKEYS FIRST LAST: a workflow run in rounds, summed up per point. A point
+# is a distinct value of the CSV's first NKEYS columns (in the order they first appear); for
+# each of the columns FIRST..LAST it prints the median over the rounds and the spread: the
+# largest distance of a round's value from that median, in percent of it (0 with one round
+# or a median of 0). Lines: "key columns...,median FIRST,spread FIRST,...,median LAST,spread LAST".
+round_medians() {
+  awk -F, -v nk="$2" -v first="$3" -v last="$4" 'FNR == 1 { next }
+    { key = $1; for (i = 2; i <= nk; i++) key = key "," $i
+      if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+      for (c = first; c <= last; c++) v[key, c, ++cnt[key, c]] = $c }
+    function median(s, c,   k, i, j, t, a) {
+      k = cnt[s, c]; for (i = 1; i <= k; i++) a[i] = v[s, c, i] + 0
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        s = order[i]; printf "%s", s
+        for (c = first; c <= last; c++) {
+          m = median(s, c); d = 0
+          for (r = 1; r <= cnt[s, c]; r++) { x = v[s, c, r] - m; if (x < 0) x = -x; if (x > d) d = x }
+          printf ",%.10g,%.6g", m, (m > 0 ? 100 * d / m : 0)
+        }
+        printf "\n"
+      }
+    }' "$1"
+}
+
 # plot PNG GNUPLOT_COMMANDS: renders a PNG with gnuplot (pngcairo, 800×500).
 plot() {
   local png=$1 cmds=$2
