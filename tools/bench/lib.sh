@@ -160,15 +160,18 @@ array_up() {
 array_down() { "$1" stop --dir "$2" >/dev/null 2>&1 || true; }
 
 # wait_settled ERAID DIR [MAX_S]: waits until the array's conversions have not moved for
-# 12 s, longer than the scheduler's longest traffic window (10 s: before its first window
-# it decides nothing, so an unchanged reading 2 s apart said nothing), at most MAX_S
-# seconds (default 120).
+# 12 s, counted from when the scheduler's traffic window says the writes are over (a write
+# share of at most 20%: after a fill, the first window with no traffic, which closes up to
+# 10 s after its start; before it the scheduler treats the array as under write churn and
+# promotes nothing idle, so an unchanged reading then said nothing), at most MAX_S seconds
+# (default 120).
 wait_settled() {
-  local eraid=$1 dir=$2 max=${3:-120} last="" now i still=0 s
+  local eraid=$1 dir=$2 max=${3:-120} last="" now i still=0 s quiet
   for ((i = 0; i < max; i += 2)); do
     s=$("$eraid" status --dir "$dir" --json)
     now="$(json_num "$s" to_raid10),$(json_num "$s" to_raid5)"
-    if [ "$now" = "$last" ]; then
+    quiet=$(awk -v w="$(json_num "$s" write_share)" 'BEGIN { print (w == "" || w <= 0.2) }')
+    if [ "$quiet" = 1 ] && [ "$now" = "$last" ]; then
       still=$((still + 2))
       ((still >= 12)) && return 0
     else
