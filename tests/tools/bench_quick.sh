@@ -46,6 +46,9 @@ case "$NAME" in
     C=$OUT/compression-sweep.csv
     rows "$C" 3
     check "$C" '$8 > 0 && $9 > 0 && $5 >= 0 && $5 <= 1 && $6 > 0 && $6 <= 1 && $7 >= 1' "IOPS, coverage, use, WAF in range"
+    check "$C" '$10 > 0 && $11 == 1' "degraded 80/20 reads served, the round recorded"
+    grep -q '^| 0% | 1.4 | 0.9 | .* | 1.00× |$' "$OUT/compression-sweep.md" ||
+      fail "compression-sweep.md: the least compressible row is not 1.00× of itself"
     check "$C" '($1 == 0 && $4 < 1.3) || ($1 == 50 && $4 > 1.5 && $4 < 3) || ($1 == 90 && $4 > 4)' \
       "the drives' compression follows the data's"
     awk -F, 'NR > 1 { if (NR > 2 && $6 > last) bad = 1; last = $6 } END { exit bad }' "$C" ||
