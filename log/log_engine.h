@@ -274,6 +274,13 @@ class LogEngine {
     std::vector<Slot> loaded;
   };
   Status StartVictim(uint32_t index, Victim* v);
+  // Whether the victim's slot holds the current copy of its LBA's data (a data slot the map
+  // still points at): what GC copies; everything else in a victim is garbage or a trim
+  // record. CopySlot and the read-ahead in GcData ask it.
+  bool SlotValid(const Victim& v, uint32_t slot) const {
+    const Slot s = v.slots[slot];
+    return !IsTrimTag(s.lba) && s.lba < map_.size() && map_[s.lba] == Pack(v.index, slot);
+  }
   // Rewrites the victim's slot through placement if it is still valid (*copied).
   // count_invalid: the victim stays live after the copy, so the slot counts as garbage.
   Status CopySlot(const Victim& v, uint32_t slot, bool count_invalid, bool* copied);

@@ -112,7 +112,7 @@ Status LogEngine::StartVictim(uint32_t index, Victim* v) {
   *copied = false;
   const Slot s = v.slots[slot];
   if (IsTrimTag(s.lba)) return CopyTrimRecord(v, slot, count_invalid, copied);
-  if (s.lba >= map_.size() || map_[s.lba] != Pack(index, slot)) return Status::Ok();  // garbage
+  if (!SlotValid(v, slot)) return Status::Ok();  // garbage
   std::span<const std::byte> data;
   if (has_data_) {
     ERAID_ASSIGN_OR_RETURN(data, GcData(v, slot));
@@ -139,7 +139,7 @@ Result<std::span<const std::byte>> LogEngine::GcData(const Victim& v, uint32_t s
   const Segment& victim = *segments_[v.index];
   if (gc_ahead_index_ != v.index || slot >= gc_ahead_end_ ||
       (gc_ahead_next_ > 0 && gc_ahead_slots_[gc_ahead_next_ - 1] > slot)) {
-    // The next kGcReadAhead slots still valid (as CopySlot tells them), looked for over at
+    // The next kGcReadAhead slots still valid (SlotValid), looked for over at
     // most 16 times as many: a mostly-garbage victim is not scanned to its end at once.
     gc_ahead_index_ = v.index;
     gc_ahead_next_ = 0;
@@ -148,8 +148,7 @@ Result<std::span<const std::byte>> LogEngine::GcData(const Victim& v, uint32_t s
     uint32_t end = slot;
     const uint32_t limit = std::min<uint32_t>(victim.n_slots, slot + 16 * kGcReadAhead);
     for (; end < limit && gc_ahead_slots_.size() < kGcReadAhead; ++end) {
-      const Slot s = v.slots[end];
-      if (IsTrimTag(s.lba) || s.lba >= map_.size() || map_[s.lba] != Pack(v.index, end)) continue;
+      if (!SlotValid(v, end)) continue;
       gc_ahead_slots_.push_back(end);
       gc_ahead_positions_.push_back(victim.positions.At(end));
     }
