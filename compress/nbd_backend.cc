@@ -266,7 +266,7 @@ void NbdBackend::Complete(uint64_t id, int error) {
       oldest_unflushed_ns_ = completed_writes_ > flushed_writes_ ? now : 0;
       if (r->internal) lane_flush_in_flight_ = false;
     }
-    if (r->kind == Kind::kRead) std::memcpy(r->out, r->buf.get(), r->length);
+    if (r->kind == Kind::kRead && r->out != nullptr) std::memcpy(r->out, r->buf.get(), r->length);
     if (r->queued()) completions_.push_back({std::move(r->done), Status::Ok()});
   }
   if (r->internal) return;

@@ -40,7 +40,9 @@ struct NbdBackend::Request {
   // at a deadline, which libnbd may still be sending or receiving, never touches the
   // caller's memory.
   std::unique_ptr<std::byte[]> buf;
-  std::byte* out = nullptr;  // reads: the caller's buffer, filled when the read completes
+  // Reads: the caller's buffer, filled when the read completes; null for a caller that
+  // takes the data from buf itself once the request has finished (ReadBytesMany).
+  std::byte* out = nullptr;
   IoCallback done;
   uint64_t start_ns = 0;
   // Synchronous requests (Read, ReadBytes) are waited for on their own flag, not queued:

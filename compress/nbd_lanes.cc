@@ -62,11 +62,11 @@ void NbdBackend::ReadBytesMany(std::span<const ByteExtent> extents,
   }
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return extents[a].offset < extents[b].offset; });
-  // Ranges: order[first, first + count) read as [offset, offset + length).
+  // Ranges: order[first, first + count) read as [offset, offset + length), into the
+  // request's own buffer, from which each extent is copied out once.
   struct Range {
     uint64_t offset, length;
     size_t first, count;
-    std::unique_ptr<std::byte[]> data;
     std::shared_ptr<Request> r;
   };
   std::vector<Range> ranges;
@@ -82,19 +82,18 @@ void NbdBackend::ReadBytesMany(std::span<const ByteExtent> extents,
         continue;
       }
     }
-    ranges.push_back({e.offset, e.length, k, 1, nullptr, nullptr});
+    ranges.push_back({e.offset, e.length, k, 1, nullptr});
   }
   // All issued before any is waited for (Issue waits only for a free slot, which the
   // poller frees as answers come).
   for (Range& g : ranges) {
-    g.data = std::make_unique_for_overwrite<std::byte[]>(g.length);
     g.r = std::make_shared<Request>();
     g.r->sync = true;
     g.r->kind = Kind::kRead;
     g.r->offset = g.offset;
     g.r->length = g.length;
     g.r->buf = std::make_unique_for_overwrite<std::byte[]>(g.length);
-    g.r->out = g.data.get();
+    g.r->out = nullptr;  // scattered from buf below
     Issue(g.r);
   }
   for (Range& g : ranges) {
@@ -104,7 +103,7 @@ void NbdBackend::ReadBytesMany(std::span<const ByteExtent> extents,
       const size_t i = order[k];
       results[i] = g.r->status;
       if (g.r->status.ok())
-        std::memcpy(out[i].data(), g.data.get() + (extents[i].offset - g.offset),
+        std::memcpy(out[i].data(), g.r->buf.get() + (extents[i].offset - g.offset),
                     extents[i].length);
     }
   }
