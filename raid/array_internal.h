@@ -198,6 +198,37 @@ class ElasticArray::Io {
     }
   }
 
+  // SubmitAcross's answer, each device's share asked for in one Backend::ReadMany (one
+  // device after another; staged, then copied to each read's `out`).
+  void ReadPerDevice(uint32_t segment, std::span<const BlockRead> reads,
+                     std::vector<Status>* results, std::vector<bool>* asked) const {
+    results->assign(reads.size(), Status::Ok());
+    asked->assign(reads.size(), false);
+    std::vector<std::vector<size_t>> which(devices_.size());
+    for (size_t i = 0; i < reads.size(); ++i) {
+      ERAID_CHECK(reads[i].device < devices_.size());
+      if (readable(reads[i].device, segment)) which[reads[i].device].push_back(i);
+    }
+    std::vector<Lba> lbas;
+    std::vector<std::byte> buf;
+    std::vector<Status> got;
+    for (uint32_t d = 0; d < devices_.size(); ++d) {
+      if (which[d].empty()) continue;
+      lbas.clear();
+      for (size_t i : which[d]) lbas.push_back(Lba(reads[i].lba));
+      buf.resize(BlocksToBytes(lbas.size()));
+      got.assign(lbas.size(), Status::Ok());
+      devices_[d]->ReadMany(lbas, buf, got);
+      for (size_t k = 0; k < which[d].size(); ++k) {
+        const size_t i = which[d][k];
+        (*asked)[i] = true;
+        (*results)[i] = std::move(got[k]);
+        if ((*results)[i].ok())
+          std::memcpy(reads[i].out.data(), buf.data() + BlocksToBytes(k), kBlockSize);
+      }
+    }
+  }
+
   // ReadBlock of many blocks of one device at once (Backend::ReadMany); ok[i] as
   // ReadBlock returns it for blocks[i], read into the i-th 4 KiB of `out`.
   void ReadBlocks(uint32_t d, std::span<const uint32_t> segments, std::span<const Lba> blocks,
