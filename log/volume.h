@@ -1,6 +1,7 @@
-// Volume: the block device users see — 4 KiB blocks stored as a log over the elastic
-// array, with SepBIT (or another) placement and GC, through the same LogEngine that
-// eraid-sim runs on traces.
+// Volume: the log over the elastic array — one space of 4 KiB blocks (LBAs) stored as a
+// log, with SepBIT (or another) placement and GC, through the same LogEngine that
+// eraid-sim runs on traces. Users do not see it whole: Volumes (volumes.h) cuts its LBA
+// space into the named volumes they read and write (NBD exports), the default one first.
 //
 // Durability: Flush() makes every acknowledged write durable (the array's flush; a
 // partial RAID5 row is mirrored, see docs/raid.md). Trim unmaps: the blocks read as

@@ -1,7 +1,7 @@
 // Volumes: named, thinly provisioned volumes on one array — what LVM's thin volumes or
 // SPDK's lvols give, here as extents of the log's LBA space.
 //
-// The log (Volume) has one map over an LBA space larger than what the array can hold
+// The log (Volume, volume.h) has one map over an LBA space larger than what the array can hold
 // (VolumeOptions::address_blocks, kOvercommit times its capacity). A named volume is a
 // list of extents of that space, 64 MiB each, taken when the volume is created or grown
 // and given back when it is deleted or shrunk. All volumes share the log's segments,
