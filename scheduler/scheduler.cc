@@ -411,7 +411,16 @@ Result<uint32_t> Scheduler::Step() {
     if (stats_.throttle_bytes_per_sec > 0 && tokens_ <= 0) break;
     lock.unlock();
     const PhysicalUse use = physical_();
+    // A device may have failed since the step began (or during its last conversion): the
+    // freeze holds from then on, not from the next step. A demotion for space begun
+    // degraded read every block of the failed drive under the array's exclusive lock, and
+    // degraded user reads fell to half of what they were with nothing mirrored.
+    const bool degraded = options_.policy != Policy::kManual && array_.stats().degraded;
     lock.lock();
+    if (degraded) {
+      demotable_bytes_.store(0, std::memory_order_relaxed);
+      break;
+    }
     for (uint32_t s : tried) busy_[s] = true;  // not again in this step
     auto c = PickLocked(use);
     for (uint32_t s : tried) busy_[s] = false;

@@ -369,6 +369,44 @@ TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
   EXPECT_TRUE(st.scheduler->SpacePressure()) << "degraded: no demotions, the log collects";
 }
 
+// A device that fails while a step is demoting for space stops the step: no conversion
+// begins degraded (each would read the failed drive's blocks through reconstruction, under
+// the array's exclusive lock, while user reads wait).
+TEST(SchedulerTest, ADeviceFailingDuringAStepStopsItsConversions) {
+  Stack st;
+  const uint64_t cap = st.volume->capacity_blocks();
+  std::mt19937_64 rng(3);
+  st.Fill(cap / 2, 0, rng);
+  const PhysicalUse before = st.Physical();
+  for (const auto& [seg, gp] : st.volume->SealedSegments())
+    ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
+  const PhysicalUse mirrored = st.Physical();
+  SchedulerOptions o;
+  o.beta =
+      (double(before.used_bytes) + double(mirrored.used_bytes)) / 2 / double(mirrored.flash_bytes);
+  o.max_conversions_per_step = 8;
+  // The physical-use reading the step takes before each conversion fails device 3 at the
+  // third: after the first conversion of the step, before the second.
+  int calls = 0;
+  st.scheduler = std::make_unique<Scheduler>(
+      *st.array, *st.volume,
+      [&] {
+        if (++calls == 3) {
+          EXPECT_TRUE(st.array->FailDevice(DeviceIndex(3)).ok());
+        }
+        return st.Physical();
+      },
+      o, st.clock);
+  auto r = st.scheduler->Step();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 1u) << "one demotion before the failure, none after it";
+  EXPECT_EQ(st.scheduler->stats().to_raid5, 1u);
+  EXPECT_TRUE(st.scheduler->SpacePressure()) << "degraded: no demotions, the log collects";
+  ASSERT_TRUE(st.scheduler->Step().ok());
+  EXPECT_EQ(st.scheduler->stats().to_raid5, 1u);
+  EXPECT_GE(st.scheduler->stats().degraded_steps, 1u);
+}
+
 // Births follow the traffic: mirrored while reads are known to dominate and the budget
 // has room, RAID5 as soon as writes do.
 TEST(SchedulerTest, BirthsAreMirroredOnlyWhileReadsDominate) {
