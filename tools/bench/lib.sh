@@ -78,9 +78,13 @@ cost_begin() {
 }
 cost_end() {
   if [ "$COST_PERF" = 1 ]; then
-    kill -INT "$COST_PERFPID"; wait "$COST_PERFPID" || true
-    COST_CPU_MS=$(awk -F, '/task-clock/ {print $1}' "$COST_FILE")
-    COST_CS=$(awk -F, '/context-switches/ {print $1}' "$COST_FILE")
+    # perf may have exited already: attaching races with the process's threads (one that
+    # exits while perf attaches fails it with "No such process"); the figures are then
+    # missing (per_io prints –), and the run goes on.
+    kill -INT "$COST_PERFPID" 2>/dev/null || true
+    wait "$COST_PERFPID" 2>/dev/null || true
+    COST_CPU_MS=$(awk -F, '/task-clock/ {print $1}' "$COST_FILE" 2>/dev/null || true)
+    COST_CS=$(awk -F, '/context-switches/ {print $1}' "$COST_FILE" 2>/dev/null || true)
   else
     COST_CPU_MS=$(awk -v a="$COST_BEFORE" -v b="$(cost_proc_ms "$COST_PID")" 'BEGIN {print b - a}')
   fi
