@@ -6,6 +6,11 @@
 # reads and writes at QD 16 over NBD run while a loop of `eraid convert --to raid10|raid5
 # --rate R` converts every sealed segment one way, then back, paced to R user bytes/s.
 # Usage: tools/bench/conversion-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S]
+#   [--rates L] conversion rates in MB/s (default 100,200,400), in the drives' own time: on a
+#     model slowed by time_scale=S the throttle is R/S MB/s of this host's time, as the
+#     paper's rates are against its drives' speed (converted MB/s are reported both ways)
+#   [--rounds N] the patterns and rates N times over on the same array; the table gives
+#     each figure's median and its spread (default 1)
 #   [--drive-model SPEC] (the drives' timing model, default csd,time_scale=50; none: untimed; --quick: none unless given after it)
 #   full run rewrites the conversion-bench section of docs/benchmarks.md; --quick prints only.
 set -euo pipefail
@@ -14,10 +19,18 @@ ROOT=$PWD
 . "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
-RUNTIME=20
+RUNTIME=20 RATES=100,200,400 ROUNDS=1
 TMPBASE=${TMPDIR:-/tmp}
 quick_defaults() { RUNTIME=3; BENCH_DRIVE_MODEL=none; }  # --quick: small, on the untimed drives
-bench_args conversion-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --drive-model=BENCH_DRIVE_MODEL' "$@"
+bench_args conversion-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --rates=RATES
+  --rounds=ROUNDS --drive-model=BENCH_DRIVE_MODEL' "$@"
+[[ "$ROUNDS" =~ ^[0-9]+$ && "$ROUNDS" -gt 0 ]] || { echo "conversion-bench: --rounds takes a whole number > 0" >&2; exit 2; }
+for r in ${RATES//,/ }; do
+  [[ "$r" =~ ^[0-9]+$ && "$r" -gt 0 ]] || { echo "conversion-bench: a rate is a whole number of MB/s > 0, not '$r'" >&2; exit 2; }
+done
+# The model's slowdown: rates are in its drives' time, the throttle in this host's.
+SCALE=$(echo "$BENCH_DRIVE_MODEL" | { grep -o 'time_scale=[0-9.]*' || true; } | cut -d= -f2)
+SCALE=${SCALE:-1}
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "conversion-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit
@@ -78,14 +91,16 @@ for to in raid10 raid5; do
   t=$(echo "$out" | grep -o '"seconds":[0-9.e+-]*' | cut -d: -f2)
   IDLE+="$(awk -v b="$b" -v t="$t" -v to="$to" 'BEGIN {printf "to %s %.0f MB/s; ", to, (t > 0 ? b / t / 1048576 : 0)}')"
 done
-ROWS=""
-CSV="rw,rate_mb_s,iops,ratio,converted_mb_s,p50_us,p99_us,server_cpu_us_per_io,switches_per_io"
+CSV=$WORK/conversion-bench.csv
+echo "rw,rate_mb_s,iops,ratio,converted_mb_s,p50_us,p99_us,server_cpu_us_per_io,switches_per_io,round" > "$CSV"
+for ((round = 1; round <= ROUNDS; round++)); do
 for rw in randread randwrite; do
   BASE=0
-  for rate in 0 100 200 400; do
-    echo "conversion-bench: $rw with conversion at ${rate} MB/s (${RUNTIME}s)" >&2
+  for rate in 0 ${RATES//,/ }; do
+    throttle=$(awk -v r="$rate" -v s="$SCALE" 'BEGIN {printf "%.0fK", r * 1024 / s}')
+    echo "conversion-bench: round $round of $ROUNDS, $rw with conversion at ${rate} MB/s (throttle $throttle/s here, ${RUNTIME}s)" >&2
     if [ "$rate" != 0 ]; then
-      conv_loop "${rate}M" &
+      conv_loop "$throttle" &
       LOOP=$!
       sleep 1  # the first convert is under way
     fi
@@ -103,27 +118,42 @@ for rw in randread randwrite; do
     p50=$(lat 50.000000)
     p99=$(lat 99.000000)
     [ "$rate" = 0 ] && BASE=$iops
-    ratio=$(awk -v a="$iops" -v b="$BASE" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+    ratio=$(awk -v a="$iops" -v b="$BASE" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')
     moved=$(awk -v n="$((after - before))" -v s="$SEGMENT_BYTES" -v t0="$t0" -v t1="$t1" \
-            'BEGIN {printf "%.0f", n * s / (t1 - t0) / 1048576}')
+            'BEGIN {printf "%.2f", n * s / (t1 - t0) / 1048576}')
     ios=$(awk -v i="$iops" -v t="$RUNTIME" 'BEGIN {printf "%.0f", i * t}')
     us=$(per_io "$(awk -v ms="$COST_CPU_MS" 'BEGIN {print ms * 1000}')" "$ios" "%.1f")
     cs=$(per_io "$COST_CS" "$ios" "%.2f")
-    CSV+=$'\n'"$rw,$rate,$iops,$ratio,$moved,$p50,$p99,$us,$cs"
-    label=$([ "$rate" = 0 ] && echo "none" || echo "$rate MB/s")
-    ROWS+="| $rw | $label | $moved | $iops | **$ratio×** | $p50 / $p99 | $us / $cs |"$'\n'
+    echo "$rw,$rate,$iops,$ratio,$moved,$p50,$p99,$us,$cs,$round" >> "$CSV"
   done
 done
+done
+# Per pattern and rate, over the rounds: medians and spreads (the CSV's column c has its
+# median in column 2c-3 and its spread in 2c-2).
+ROWS=$(round_medians "$CSV" 2 3 9 | awk -F, -v rounds="$ROUNDS" -v scale="$SCALE" '
+  function pm(c) { return rounds > 1 && $(2 * c - 3) > 0 ? sprintf(" ±%.1f%%", $(2 * c - 2)) : "" }
+  { label = ($2 == 0 ? "none" : $2 " MB/s")
+    moved = scale != 1 ? sprintf("%.1f (%.0f)", $7, $7 * scale) : sprintf("%.0f", $7)
+    printf "| %s | %s | %s | %d%s | **%.2f×**%s | %d / %d | %s / %s |\n", $1, label, moved, $3, pm(3),
+      $5, pm(4), $9, $11, ($13 > 0 ? sprintf("%.1f", $13) : "–"), ($15 > 0 ? sprintf("%.2f", $15) : "–") }')
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 OUT=$WORK/section.md
 {
   echo "## User I/O under background conversion (scheduler/)"
   echo
-  echo "Command: \`tools/bench/conversion-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
+  echo "Command: \`tools/bench/conversion-bench.sh $*\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
   echo "4 emulated drives of $DEVSIZE flash, \`--policy manual\`, $REGION written once with 50% compressible"
   echo "data; fio 4 KiB at QD 16 over NBD for ${RUNTIME} s per point while \`eraid convert --rate R\` turns"
   echo "every sealed segment to RAID10 and back in a loop. \"converted\" is what the array actually"
   echo "converted during the fio run (segments × segment size / time). (The paper's Figures 12–13.)"
+  if [ "$SCALE" != 1 ]; then
+    echo "Drive model \`$BENCH_DRIVE_MODEL\`: the rates are the drives' own (the throttle here is R/$SCALE MB/s of"
+    echo "host time); \"converted\" gives host MB/s and, in brackets, the drives' own."
+  fi
+  if [ "$ROUNDS" -gt 1 ]; then
+    echo "Each figure is the median of $ROUNDS rounds; ± its spread: the largest distance of a round's"
+    echo "figure from that median, as a share of it."
+  fi
   echo "Unthrottled, with no user I/O, one conversion thread converts: ${IDLE%; }."
   echo "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER (the run's own fio, nbdkit and conversions)."
   echo
@@ -132,13 +162,13 @@ OUT=$WORK/section.md
   echo
   echo "| pattern | throttle | converted (MB/s) | IOPS | vs no conversion | p50 / p99 (µs) | server CPU µs / switches per I/O |"
   echo "|---|---|---|---|---|---|---|"
-  printf '%s' "$ROWS"
+  echo "$ROWS"
 } > "$OUT"
 if [ "$QUICK" = 1 ]; then
   cat "$OUT"
-  echo "$CSV"
+  cat "$CSV"
 else
   mkdir -p "$ROOT/docs/data"
-  echo "$CSV" > "$ROOT/docs/data/conversion-bench.csv"
+  cp "$CSV" "$ROOT/docs/data/conversion-bench.csv"
   write_section conversion-bench "$OUT"
 fi
