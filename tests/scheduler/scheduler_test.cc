@@ -187,6 +187,20 @@ struct Stack {
     }
     ASSERT_TRUE(volume->Flush().ok());
   }
+  // Half the volume written incompressible, then every sealed segment mirrored, and a
+  // budget (*beta) halfway between the two uses: it holds the data as RAID5 with room to
+  // spare, not all of it mirrored.
+  void FillAndMirrorPastABudget(PhysicalUse* before, PhysicalUse* mirrored, double* beta) {
+    std::mt19937_64 rng(3);
+    Fill(volume->capacity_blocks() / 2, 0, rng);
+    *before = Physical();
+    for (const auto& [seg, gp] : volume->SealedSegments())
+      ASSERT_TRUE(array->Convert(seg, SegmentScheme::kRaid10).ok());
+    *mirrored = Physical();
+    ASSERT_GT(mirrored->used_bytes, before->used_bytes * 13 / 10);  // 2 copies against 1 + 1/3
+    *beta = (double(before->used_bytes) + double(mirrored->used_bytes)) / 2 /
+            double(mirrored->flash_bytes);
+  }
   void StartScheduler(SchedulerOptions o) {
     scheduler = std::make_unique<Scheduler>(
         *array, *volume, [this] { return Physical(); }, o, clock);
@@ -320,18 +334,9 @@ TEST(SchedulerTest, UnderWriteChurnBirthsAreRaid5AndConversionsStayWithinTheirSh
 // for mirrors); with none left to demote, the log collects as before.
 TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
   Stack st;
-  const uint64_t cap = st.volume->capacity_blocks();
-  std::mt19937_64 rng(3);
-  st.Fill(cap / 2, 0, rng);
-  const PhysicalUse before = st.Physical();
-  for (const auto& [seg, gp] : st.volume->SealedSegments())
-    ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
-  const PhysicalUse mirrored = st.Physical();
-  ASSERT_GT(mirrored.used_bytes, before.used_bytes * 13 / 10);  // 2 copies against 1 + 1/3
+  PhysicalUse before, mirrored;
   SchedulerOptions o;
-  // The budget holds the data as RAID5 with room to spare, not all of it mirrored.
-  o.beta =
-      (double(before.used_bytes) + double(mirrored.used_bytes)) / 2 / double(mirrored.flash_bytes);
+  ASSERT_NO_FATAL_FAILURE(st.FillAndMirrorPastABudget(&before, &mirrored, &o.beta));
   o.max_conversions_per_step = 1;
   st.StartScheduler(o);
   EXPECT_TRUE(st.scheduler->SpacePressure()) << "before a pass, nothing is known demotable";
@@ -374,16 +379,9 @@ TEST(SchedulerTest, OverTheBudgetMirrorsAreDemotedBeforeTheLogCollects) {
 // the array's exclusive lock, while user reads wait).
 TEST(SchedulerTest, ADeviceFailingDuringAStepStopsItsConversions) {
   Stack st;
-  const uint64_t cap = st.volume->capacity_blocks();
-  std::mt19937_64 rng(3);
-  st.Fill(cap / 2, 0, rng);
-  const PhysicalUse before = st.Physical();
-  for (const auto& [seg, gp] : st.volume->SealedSegments())
-    ASSERT_TRUE(st.array->Convert(seg, SegmentScheme::kRaid10).ok());
-  const PhysicalUse mirrored = st.Physical();
+  PhysicalUse before, mirrored;
   SchedulerOptions o;
-  o.beta =
-      (double(before.used_bytes) + double(mirrored.used_bytes)) / 2 / double(mirrored.flash_bytes);
+  ASSERT_NO_FATAL_FAILURE(st.FillAndMirrorPastABudget(&before, &mirrored, &o.beta));
   o.max_conversions_per_step = 8;
   // The physical-use reading the step takes before each conversion fails device 3 at the
   // third: after the first conversion of the step, before the second.
