@@ -59,10 +59,33 @@ Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   std::memcpy(out.data(), pages.data() + offset_bytes % kBlockSize, out.size());
   return Status::Ok();
 }
+void Backend::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                             std::span<Status> results, IoCallback done) {
+  if (blocks.empty()) {
+    done(Status::Ok());
+    return;
+  }
+  // The last block's completion, on whichever thread polls it, runs `done`.
+  struct Batch {
+    std::atomic<size_t> left;
+    IoCallback done;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->left.store(blocks.size(), std::memory_order_relaxed);
+  batch->done = std::move(done);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    SubmitRead(blocks[i], out.subspan(BlocksToBytes(i), kBlockSize),
+               [batch, result = &results[i]](Status s) {
+                 *result = std::move(s);
+                 if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+                   batch->done(Status::Ok());
+               });
+  }
+}
 void Backend::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                        std::span<Status> results) {
-  for (size_t i = 0; i < blocks.size(); ++i)
-    results[i] = Read(blocks[i], out.subspan(BlocksToBytes(i), kBlockSize));
+  // Always Ok: each block's outcome is in `results`.
+  (void)RunSync(*this, [&](IoCallback cb) { SubmitReadMany(blocks, out, results, std::move(cb)); });
 }
 void Backend::ReadBytesMany(std::span<const ByteExtent> extents,
                             std::span<const std::span<std::byte>> out, std::span<Status> results) {

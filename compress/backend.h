@@ -115,10 +115,15 @@ class Backend {
   // The same for byte ranges (a drive's flash holds records, not blocks).
   virtual void PrefetchBytes(std::span<const ByteExtent> extents) { (void)extents; }
   // Many reads at once: block `blocks[i]` into the i-th 4 KiB of `out`, its outcome in
-  // `results[i]`. A device that can keeps them all in flight together (a file: on one
-  // ring); the default reads them one after another.
-  virtual void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                        std::span<Status> results);
+  // `results[i]`; `done` (always Ok) runs once all have completed, and `out` and
+  // `results` must live until then. The default submits every block (a file keeps them
+  // in flight together on one ring, a remote drive on its connection); a compressing
+  // drive reads its records in one batch. Asynchronous like SubmitRead, so batches to
+  // several devices wait together (the array's rebuild, scrub and GC read-ahead).
+  virtual void SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                              std::span<Status> results, IoCallback done);
+  // SubmitReadMany, waited for.
+  void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out, std::span<Status> results);
   // The same for byte ranges: extents[i] into out[i] (extents[i].length bytes).
   virtual void ReadBytesMany(std::span<const ByteExtent> extents,
                              std::span<const std::span<std::byte>> out, std::span<Status> results);

@@ -369,9 +369,11 @@ Status CompressedDrive::DecodeBlockRecord(uint64_t block, std::span<const std::b
   return Status::Ok();
 }
 
-void CompressedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                               std::span<Status> results) {
+void CompressedDrive::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                                     std::span<Status> results, IoCallback done) {
+  // Read here, the records in one batch from the flash (as SubmitRead reads at once).
   ReadManyKeeping(blocks, out, {}, results);
+  completions_.Push(std::move(done), Status::Ok());
 }
 
 void CompressedDrive::ReadManyKeeping(std::span<const Lba> blocks, std::span<std::byte> out,

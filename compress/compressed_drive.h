@@ -194,8 +194,8 @@ class CompressedDrive final : public Backend {
   void Prefetch(std::span<const Lba> blocks) override;
   // The records on flash all read at once (ReadBytesMany), then decoded one by one; the
   // others (in an erase unit's buffer, in the write cache) as Read() would.
-  void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                std::span<Status> results) override;
+  void SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<Status> results, IoCallback done) override;
   size_t Poll(bool wait) override;
   size_t in_flight() const override { return completions_.size() + async_flushes_.load(); }
   Status FlashAlloc(Lba lba, uint64_t count_blocks) override;

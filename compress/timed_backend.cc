@@ -99,14 +99,19 @@ Status TimedFlash::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
   return s;
 }
 
-void TimedFlash::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                          std::span<Status> results) {
+void TimedFlash::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                                std::span<Status> results, IoCallback done) {
   std::vector<ByteExtent> extents(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i)
     extents[i] = {BlocksToBytes(blocks[i].value), kBlockSize};
   const uint64_t ready = model_.FlashReadMany(extents);
   inner_.ReadMany(blocks, out, results);
-  WaitOrDefer(model_, ready);
+  if (t_deferred.active) {  // inside a TimedDrive read: its wait, not this one's
+    t_deferred.until = std::max(t_deferred.until, ready);
+    done(Status::Ok());
+  } else {
+    held_.Push(std::move(done), Status::Ok(), ready);
+  }
 }
 
 void TimedFlash::ReadBytesMany(std::span<const ByteExtent> extents,
@@ -180,12 +185,19 @@ Status TimedDrive::Read(Lba lba, std::span<std::byte> buf) {
   return s;
 }
 
-void TimedDrive::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                          std::span<Status> results) {
+void TimedDrive::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                                std::span<Status> results, IoCallback done) {
+  // As SubmitRead: the drive reads now, at the CPU's pace, and the completion is held
+  // until the modeled time, so that batches submitted to several drives wait together.
   const uint64_t submitted = model_.clock().NowNanos();
-  DeferScope flash;
-  inner_.ReadMany(blocks, out, results);
-  model_.WaitUntil(model_.HostRead(BlocksToBytes(blocks.size()), true, submitted, flash.until()));
+  uint64_t flash_done = 0;
+  {
+    DeferScope flash;
+    inner_.ReadMany(blocks, out, results);
+    flash_done = flash.until();
+  }
+  held_.Push(std::move(done), Status::Ok(),
+             model_.HostRead(BlocksToBytes(blocks.size()), true, submitted, flash_done));
 }
 
 void TimedDrive::ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,

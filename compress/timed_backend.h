@@ -70,8 +70,8 @@ class TimedFlash final : public TimedLayer {
   void SubmitFlush(IoCallback done) override;
   Status Read(Lba lba, std::span<std::byte> buf) override;
   Status ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) override;
-  void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                std::span<Status> results) override;
+  void SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<Status> results, IoCallback done) override;
   void ReadBytesMany(std::span<const ByteExtent> extents, std::span<const std::span<std::byte>> out,
                      std::span<Status> results) override;
 };
@@ -87,8 +87,8 @@ class TimedDrive final : public TimedLayer {
                          IoCallback done) override;
   void SubmitFlush(IoCallback done) override;
   Status Read(Lba lba, std::span<std::byte> buf) override;
-  void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                std::span<Status> results) override;
+  void SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<Status> results, IoCallback done) override;
   // Records copied as they are (a conversion's copy offload): link time, no engine.
   void ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
                       std::span<StoredBlock> stored, std::span<Status> results) override;

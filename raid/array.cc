@@ -331,8 +331,7 @@ bool ElasticArray::ReconstructShared(SegmentId s, const Segment& seg, uint32_t p
 
 bool ElasticArray::ServePrimariesLocked(SegmentId s, const Segment& seg,
                                         std::span<const uint32_t> positions,
-                                        std::span<std::byte> out, std::span<uint8_t> served,
-                                        DeviceReads how) {
+                                        std::span<std::byte> out, std::span<uint8_t> served) {
   ERAID_CHECK(out.size() >= BlocksToBytes(positions.size()) && served.size() == positions.size());
   auto block_out = [&](size_t i) { return out.subspan(BlocksToBytes(i), kBlockSize); };
   bool need_crcs = false;
@@ -365,11 +364,7 @@ bool ElasticArray::ServePrimariesLocked(SegmentId s, const Segment& seg,
     which.push_back(static_cast<uint32_t>(i));
   }
   if (reads.empty()) return need_crcs;
-  if (how == DeviceReads::kBatchPerDevice) {
-    io_->ReadPerDevice(s.value, reads, &results, &asked);
-  } else {
-    io_->SubmitAcross(s.value, reads, &results, &asked);
-  }
+  io_->ReadPerDevice(s.value, reads, &results, &asked);
   bool any = false;
   for (size_t k = 0; k < reads.size(); ++k) {
     const uint32_t pos = positions[which[k]];
@@ -477,10 +472,7 @@ void ElasticArray::ReadMany(SegmentId s, std::span<const uint32_t> positions,
     {
       std::shared_lock lock(mu_);
       if (s.value >= segments_.size()) break;  // Read below says why
-      if (!ServePrimariesLocked(s, *segments_[s.value], positions, out, done,
-                                DeviceReads::kBatchPerDevice) ||
-          attempt > 0)
-        break;
+      if (!ServePrimariesLocked(s, *segments_[s.value], positions, out, done) || attempt > 0) break;
     }
     // An evicted segment's CRCs, loaded once for the whole batch (not by the first
     // block's slow read, with the rest then read one by one).

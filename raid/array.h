@@ -326,18 +326,12 @@ class ElasticArray {
   // served[i] for what it gave, skips what is served already; the rest is the slow
   // path's (ReadVerifiedLocked, ReconstructShared). Positions past the frontier are left
   // alone; so are those whose CRCs are not resident: returns whether there were any.
-  // Counts in atomics and fails no device, so the lock may be shared.
-  // How the devices are asked: kAcross, every block its own request, all in flight
-  // together (a timed drive's waits overlap; a single block is one synchronous read);
-  // kBatchPerDevice, each device's share in one Backend::ReadMany, device after device
-  // (a drive serves a batch from one pass over its flash pages, a remote one in a few
-  // round trips: GC's read-ahead). One asynchronous batched read in Backend would make
-  // these one (docs/raid.md, "Reads").
+  // Counts in atomics and fails no device, so the lock may be shared. The devices are
+  // asked as Io::ReadPerDevice asks them: one block, one synchronous read; more, each
+  // device's share in one batch, every device's batch in flight together.
   // REQUIRES: mu_ held, shared or exclusive.
-  enum class DeviceReads { kAcross, kBatchPerDevice };
   bool ServePrimariesLocked(SegmentId s, const Segment& seg, std::span<const uint32_t> positions,
-                            std::span<std::byte> out, std::span<uint8_t> served,
-                            DeviceReads how = DeviceReads::kAcross);
+                            std::span<std::byte> out, std::span<uint8_t> served);
   // Reads row r's written blocks through the CRC-checked path into `row` (zeros beyond
   // the frontier and for blocks no copy of which matches); returns how many did not.
   uint32_t ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row, ReadMode mode);

@@ -148,12 +148,12 @@ class ElasticArray::Io {
   }
 
   // ReadBlock of blocks of segment `segment` on several devices, all in flight together
-  // (each device's SubmitRead, then each one polled): a read waits for the slowest device,
+  // (ReadPerDevice: each device's share in one batch): a read waits for the slowest device,
   // not for the sum of them. One block is a ReadBlock. (*ok)[i] as ReadBlock returns it.
   void ReadAcross(uint32_t segment, std::span<const BlockRead> reads, std::vector<bool>* ok) {
     std::vector<Status> results;
     std::vector<bool> asked;
-    SubmitAcross(segment, reads, &results, &asked);
+    ReadPerDevice(segment, reads, &results, &asked);
     ok->assign(reads.size(), false);
     for (size_t i = 0; i < reads.size(); ++i) {
       if (!asked[i]) continue;
@@ -198,33 +198,47 @@ class ElasticArray::Io {
     }
   }
 
-  // SubmitAcross's answer, each device's share asked for in one Backend::ReadMany (one
-  // device after another; staged, then copied to each read's `out`).
+  // SubmitAcross's answer, each device's share asked for in one batch
+  // (Backend::SubmitReadMany), every device's batch in flight together; staged, then
+  // copied to each read's `out`. One read is SubmitAcross's synchronous read.
   void ReadPerDevice(uint32_t segment, std::span<const BlockRead> reads,
                      std::vector<Status>* results, std::vector<bool>* asked) const {
+    if (reads.size() == 1) return SubmitAcross(segment, reads, results, asked);
     results->assign(reads.size(), Status::Ok());
     asked->assign(reads.size(), false);
-    std::vector<std::vector<size_t>> which(devices_.size());
+    struct Batch {
+      std::vector<size_t> which;  // the reads it serves
+      std::vector<Lba> lbas;
+      std::vector<std::byte> buf;
+      std::vector<Status> got;
+      std::atomic<bool> done{false};
+    };
+    // Shared with the callbacks, which another thread polling the device may run.
+    auto batches = std::make_shared<std::vector<Batch>>(devices_.size());
     for (size_t i = 0; i < reads.size(); ++i) {
       ERAID_CHECK(reads[i].device < devices_.size());
-      if (readable(reads[i].device, segment)) which[reads[i].device].push_back(i);
+      if (readable(reads[i].device, segment)) (*batches)[reads[i].device].which.push_back(i);
     }
-    std::vector<Lba> lbas;
-    std::vector<std::byte> buf;
-    std::vector<Status> got;
     for (uint32_t d = 0; d < devices_.size(); ++d) {
-      if (which[d].empty()) continue;
-      lbas.clear();
-      for (size_t i : which[d]) lbas.push_back(Lba(reads[i].lba));
-      buf.resize(BlocksToBytes(lbas.size()));
-      got.assign(lbas.size(), Status::Ok());
-      devices_[d]->ReadMany(lbas, buf, got);
-      for (size_t k = 0; k < which[d].size(); ++k) {
-        const size_t i = which[d][k];
+      Batch& b = (*batches)[d];
+      if (b.which.empty()) continue;
+      for (size_t i : b.which) b.lbas.push_back(Lba(reads[i].lba));
+      b.buf.resize(BlocksToBytes(b.lbas.size()));
+      b.got.assign(b.lbas.size(), Status::Ok());
+      devices_[d]->SubmitReadMany(b.lbas, b.buf, b.got, [batches, d](const Status&) {
+        (*batches)[d].done.store(true, std::memory_order_release);
+      });
+    }
+    for (uint32_t d = 0; d < devices_.size(); ++d) {
+      Batch& b = (*batches)[d];
+      if (b.which.empty()) continue;
+      while (!b.done.load(std::memory_order_acquire)) devices_[d]->Poll(true);
+      for (size_t k = 0; k < b.which.size(); ++k) {
+        const size_t i = b.which[k];
         (*asked)[i] = true;
-        (*results)[i] = std::move(got[k]);
+        (*results)[i] = std::move(b.got[k]);
         if ((*results)[i].ok())
-          std::memcpy(reads[i].out.data(), buf.data() + BlocksToBytes(k), kBlockSize);
+          std::memcpy(reads[i].out.data(), b.buf.data() + BlocksToBytes(k), kBlockSize);
       }
     }
   }

@@ -225,28 +225,55 @@ Result<ScrubReport> ElasticArray::Scrub() {
     if (seg.entry.scheme == SegmentScheme::kFree || seg.open) continue;
     const SegmentId s(i);
     ++report.segments;
+    report.blocks_checked += seg.frontier;
     const Scheme& scheme = SchemeFor(seg.entry.scheme);
-    const auto rows = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
-    AlignedBuffer row(BlocksToBytes(rb)), scratch;
-    for (uint32_t r = 0; r < rows; ++r) {
-      report.blocks_checked += std::min<uint64_t>(rb, seg.frontier - uint64_t{r} * rb);
-      if (ReadRowLocked(s, r, &row, ReadMode::kRepair) > 0)
-        continue;  // counted as unrepairable below
-      BlockReader reader = [&](std::span<const BlockRead> reads, std::vector<bool>* ok) {
-        io_->ReadAcross(s.value, reads, ok);
-      };
-      if (!scheme.RedundancyAgrees(geometry_, s, r, row, reader)) {
-        ++(scheme.has_parity() ? report.parity_mismatches : report.mirror_mismatches);
-        if (report.findings.size() < 16) {
-          report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) +
-                                    ": " + SchemeName(seg.entry.scheme) +
-                                    " redundancy disagrees with the data");
+    // The whole segment at once, as a rebuild reads it: every row's data (each device's
+    // share in one batch, all devices together; what does not verify is repaired), then
+    // every readable row's redundancy as the scheme would write it, read back in one
+    // batch and compared. A remote drive answers a segment in a few round trips, not two
+    // or more per row.
+    const auto rows_n = static_cast<uint32_t>((seg.frontier + rb - 1) / rb);
+    AlignedBuffer rows(BlocksToBytes(uint64_t{rows_n} * rb));
+    std::vector<uint32_t> unreadable;  // counted as unrepairable (stats_.data_loss)
+    ReadRowsLocked(s, 0, rows_n, &rows, ReadMode::kRepair, &unreadable);
+    std::vector<AlignedBuffer> scratch(rows_n);  // parity, alive until compared or written
+    std::vector<std::vector<DeviceWrite>> expected(rows_n);
+    std::vector<BlockRead> reads;
+    std::vector<uint32_t> row_of;        // reads[k] checks a block of row row_of[k]
+    std::vector<const std::byte*> want;  // against these bytes
+    for (uint32_t r = 0; r < rows_n; ++r) {
+      if (unreadable[r] > 0) continue;
+      const std::span<const std::byte> row(rows.data() + BlocksToBytes(uint64_t{r} * rb),
+                                           BlocksToBytes(rb));
+      scheme.RowWrites(geometry_, s, r, row, /*with_data=*/false, &scratch[r], &expected[r]);
+      for (const DeviceWrite& w : expected[r]) {
+        for (uint64_t b = 0; b < BytesToBlocks(w.data.size()); ++b) {
+          reads.push_back({w.device, w.lba + b, {}});
+          row_of.push_back(r);
+          want.push_back(w.data.data() + BlocksToBytes(b));
         }
-        std::vector<DeviceWrite> writes;
-        scheme.RowWrites(geometry_, s, r, row, false, &scratch, &writes);
-        io_->Write(writes);
-        ++report.repaired;
       }
+    }
+    AlignedBuffer stored(BlocksToBytes(reads.size()));
+    for (size_t k = 0; k < reads.size(); ++k)
+      reads[k].out = {stored.data() + BlocksToBytes(k), kBlockSize};
+    std::vector<bool> ok;
+    io_->ReadAcross(s.value, reads, &ok);
+    std::vector<bool> agrees(rows_n, true);
+    for (size_t k = 0; k < reads.size(); ++k) {  // a device that is down: nothing to compare
+      if (ok[k] && std::memcmp(reads[k].out.data(), want[k], kBlockSize) != 0)
+        agrees[row_of[k]] = false;
+    }
+    for (uint32_t r = 0; r < rows_n; ++r) {
+      if (agrees[r]) continue;
+      ++(scheme.has_parity() ? report.parity_mismatches : report.mirror_mismatches);
+      if (report.findings.size() < 16) {
+        report.findings.push_back("segment " + std::to_string(i) + " row " + std::to_string(r) +
+                                  ": " + SchemeName(seg.entry.scheme) +
+                                  " redundancy disagrees with the data");
+      }
+      io_->Write(expected[r]);
+      ++report.repaired;
     }
   }
   FlushDevicesLocked();

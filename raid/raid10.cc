@@ -40,19 +40,6 @@ class Raid10 final : public Scheme {
       out->push_back({d, g.Slot2Start(s), g.slot_blocks()});
     }
   }
-
-  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
-                        std::span<const std::byte> row_data,
-                        const BlockReader& read) const override {
-    std::vector<std::byte> copy(kBlockSize);
-    for (uint64_t i = 0; i < g.row_blocks(); ++i) {
-      Place m = g.Mirror(s, uint64_t{row} * g.row_blocks() + i);
-      if (!ReadOne(read, m.device, m.lba, copy)) continue;
-      if (std::memcmp(copy.data(), row_data.data() + BlocksToBytes(i), kBlockSize) != 0)
-        return false;
-    }
-    return true;
-  }
 };
 
 }  // namespace

@@ -72,26 +72,6 @@ class Raid5 final : public Scheme {
       out->push_back({p.device, p.lba, g.chunk_blocks});
     }
   }
-
-  bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
-                        std::span<const std::byte> row_data,
-                        const BlockReader& read) const override {
-    const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
-    AlignedBuffer parity(chunk_bytes);
-    std::vector<std::byte> stored(kBlockSize);
-    std::vector<const std::byte*> srcs;
-    for (uint32_t j = 0; j < g.data_devices(); ++j)
-      srcs.push_back(row_data.data() + j * chunk_bytes);
-    XorBlocks(srcs, parity.data(), chunk_bytes);
-    for (uint64_t off = 0; off < g.chunk_blocks; ++off) {
-      Place p = g.Parity(s, row, off);
-      if (!ReadOne(read, p.device, p.lba, stored))
-        continue;  // parity device down: nothing to compare
-      if (std::memcmp(stored.data(), parity.data() + BlocksToBytes(off), kBlockSize) != 0)
-        return false;
-    }
-    return true;
-  }
 };
 
 }  // namespace

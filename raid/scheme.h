@@ -81,11 +81,6 @@ class Scheme {
   // The trims that drop this scheme's redundancy from the segment (after a conversion).
   virtual void RedundancyTrims(const ArrayGeometry& g, SegmentId s,
                                std::vector<DeviceTrim>* out) const = 0;
-
-  // Verifies a row's redundancy against its (already verified) data; true if it agrees.
-  virtual bool RedundancyAgrees(const ArrayGeometry& g, SegmentId s, uint32_t row,
-                                std::span<const std::byte> row_data,
-                                const BlockReader& read) const = 0;
 };
 
 const Scheme& SchemeFor(raid_format::SegmentScheme scheme);

@@ -680,57 +680,67 @@ TEST(ArrayTest, ReopenRestoresBitmapFromJournalAndTags) {
   EXPECT_TRUE(rig.array->CheckInvariants().ok());
 }
 
+namespace {
+// Forwards to a memory device, and logs each read alone (synchronous or submitted) and each
+// batch.
+struct Recorder final : Backend {
+  MemBackend inner;
+  bool on = false;
+  std::set<uint64_t> batched;  // blocks read in a batch
+  uint64_t calls = 0;          // batches
+  uint64_t single_reads = 0;   // reads of segment blocks alone
+  uint64_t segment_start = 0;  // reads below are superblocks, bitmap and journal
+  explicit Recorder(uint64_t blocks) : inner(blocks) {}
+  uint64_t capacity_blocks() const override { return inner.capacity_blocks(); }
+  uint32_t queue_depth() const override { return inner.queue_depth(); }
+  std::string name() const override { return "recorder"; }
+  void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override {
+    Note(lba);
+    inner.SubmitRead(lba, buf, std::move(done));
+  }
+  void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override {
+    inner.SubmitWrite(lba, buf, std::move(done));
+  }
+  void SubmitTrim(Lba lba, uint64_t n, IoCallback done) override {
+    inner.SubmitTrim(lba, n, std::move(done));
+  }
+  void SubmitFlush(IoCallback done) override { inner.SubmitFlush(std::move(done)); }
+  size_t Poll(bool wait) override { return inner.Poll(wait); }
+  size_t in_flight() const override { return inner.in_flight(); }
+  Status Read(Lba lba, std::span<std::byte> buf) override {
+    Note(lba);
+    return inner.Read(lba, buf);
+  }
+  void SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
+                      std::span<Status> results, IoCallback done) override {
+    if (on && !blocks.empty()) ++calls;
+    for (Lba b : blocks) {
+      if (on) batched.insert(b.value);
+    }
+    inner.SubmitReadMany(blocks, out, results, std::move(done));
+  }
+  void Note(Lba lba) {
+    if (on && lba.value >= segment_start) ++single_reads;
+  }
+};
+// `n` recorders, and the devices an array is made of.
+std::vector<Backend*> Recorders(uint32_t n, std::vector<std::unique_ptr<Recorder>>* recorders) {
+  std::vector<Backend*> devs;
+  for (uint32_t d = 0; d < n; ++d) {
+    recorders->push_back(std::make_unique<Recorder>(8192));
+    devs.push_back(recorders->back().get());
+  }
+  return devs;
+}
+}  // namespace
+
 // Open walks every segment's chain of summaries at once, a wave at a time, and reads each
 // wave's summaries together, one batch per device (Backend::ReadMany): a cold open then
 // waits on the media once per wave, not once per summary.
 TEST(ArrayTest, OpenReadsEachWaveOfSummariesInOneBatchPerDevice) {
-  // Forwards to a memory device, and logs each read alone and each batch.
-  struct Recorder final : Backend {
-    MemBackend inner;
-    bool on = false;
-    std::set<uint64_t> batched;  // blocks read in a batch
-    uint64_t calls = 0;          // batches
-    uint64_t single_reads = 0;   // reads of segment blocks alone
-    uint64_t segment_start = 0;  // reads below are superblocks, bitmap and journal
-    explicit Recorder(uint64_t blocks) : inner(blocks) {}
-    uint64_t capacity_blocks() const override { return inner.capacity_blocks(); }
-    uint32_t queue_depth() const override { return inner.queue_depth(); }
-    std::string name() const override { return "recorder"; }
-    void SubmitRead(Lba lba, std::span<std::byte> buf, IoCallback done) override {
-      inner.SubmitRead(lba, buf, std::move(done));
-    }
-    void SubmitWrite(Lba lba, std::span<const std::byte> buf, IoCallback done) override {
-      inner.SubmitWrite(lba, buf, std::move(done));
-    }
-    void SubmitTrim(Lba lba, uint64_t n, IoCallback done) override {
-      inner.SubmitTrim(lba, n, std::move(done));
-    }
-    void SubmitFlush(IoCallback done) override { inner.SubmitFlush(std::move(done)); }
-    size_t Poll(bool wait) override { return inner.Poll(wait); }
-    size_t in_flight() const override { return inner.in_flight(); }
-    Status Read(Lba lba, std::span<std::byte> buf) override {
-      Note(lba);
-      return inner.Read(lba, buf);
-    }
-    void ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
-                  std::span<Status> results) override {
-      if (on && !blocks.empty()) ++calls;
-      for (Lba b : blocks) {
-        if (on) batched.insert(b.value);
-      }
-      inner.ReadMany(blocks, out, results);
-    }
-    void Note(Lba lba) {
-      if (on && lba.value >= segment_start) ++single_reads;
-    }
-  };
   constexpr uint32_t kDevices = 4;
   std::vector<std::unique_ptr<Recorder>> recorders;
-  std::vector<Backend*> devs;
-  for (uint32_t d = 0; d < kDevices; ++d) {
-    recorders.push_back(std::make_unique<Recorder>(8192));
-    devs.push_back(recorders.back().get());
-  }
+  std::vector<Backend*> devs = Recorders(kDevices, &recorders);
   auto array = MakeArray(devs, 4, 4);
   ASSERT_NE(array, nullptr);
   // Segment k holds 2k+1 batches of one block each (a flush closes a batch): chains of
@@ -775,6 +785,56 @@ TEST(ArrayTest, OpenReadsEachWaveOfSummariesInOneBatchPerDevice) {
     ASSERT_TRUE(array->Read(SegmentId(key.first), key.second, back).ok());
     EXPECT_EQ(back, data) << "segment " << key.first << " position " << key.second;
   }
+}
+
+// A scrub reads a segment at a time, as a rebuild does: every device's share of the rows'
+// data in one batch, then the redundancy of every row in one batch — not one block (or one
+// row) at a time, which over remote drives is a round trip each (7.7 s against 0.4 s for
+// 45k blocks over four NBD drives, docs/raid.md). It still finds a rotten parity block.
+TEST(ArrayTest, ScrubReadsEachSegmentInBatchesAndStillFindsBadRedundancy) {
+  constexpr uint32_t kDevices = 4;
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<Backend*> devs = Recorders(kDevices, &recorders);
+  auto array = MakeArray(devs, 4, 4);
+  ASSERT_NE(array, nullptr);
+  std::mt19937_64 rng(11);
+  constexpr uint32_t kSegments = 4;
+  for (uint32_t k = 0; k < kSegments; ++k) {
+    const SegmentId s =
+        array->AllocateSegment(k % 2 ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5).value();
+    Block block(kBlockSize);
+    while (array->Remaining(s) > 0) {
+      FillBlockWithCompressibility(block, 50, rng);
+      ASSERT_TRUE(array->Append(s, block, 0, 0).ok());
+    }
+    ASSERT_TRUE(array->Seal(s).ok());
+  }
+  ASSERT_TRUE(array->Flush().ok());
+  for (auto& r : recorders) {
+    r->on = true;
+    r->segment_start = array->geometry().SegmentStart(SegmentId(0));
+  }
+  auto scrub = array->Scrub();
+  ASSERT_TRUE(scrub.ok()) << scrub.status().ToString();
+  EXPECT_EQ(scrub->segments, kSegments);
+  EXPECT_EQ(scrub->crc_mismatches + scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
+  for (uint32_t d = 0; d < kDevices; ++d) {
+    const Recorder& r = *recorders[d];
+    EXPECT_EQ(r.single_reads, 0u) << "device " << d << " was read block by block";
+    EXPECT_LE(r.calls, 2 * kSegments) << "device " << d << ": two batches a segment at most";
+  }
+  for (auto& r : recorders) r->on = false;
+  // A parity block that disagrees with its row is still found, and rewritten.
+  const Place p = array->geometry().Parity(SegmentId(0), 1, 0);
+  Block junk(kBlockSize, std::byte{0x5a});
+  ASSERT_TRUE(devs[p.device]->Write(Lba(p.lba), junk).ok());
+  scrub = array->Scrub();
+  ASSERT_TRUE(scrub.ok());
+  EXPECT_EQ(scrub->parity_mismatches, 1u);
+  EXPECT_EQ(scrub->repaired, 1u);
+  scrub = array->Scrub();
+  ASSERT_TRUE(scrub.ok());
+  EXPECT_EQ(scrub->parity_mismatches + scrub->mirror_mismatches, 0u);
 }
 
 TEST(ArrayTest, CompressionRatiosFromTheDrives) {
