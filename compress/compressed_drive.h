@@ -360,7 +360,21 @@ class CompressedDrive final : public Backend {
   Status ReadRecordLocked(uint64_t loc, std::vector<std::byte>* out);
   // `by_seq`: the record (write or trim) that supersedes the old one.
   void UnmapLocked(uint64_t lba, uint64_t by_seq);
+  // Opening: the newest valid checkpoint, the records written after it, the accounting.
   Status RecoverLocked();
+  // RecoverLocked's steps (drive_recovery.cc). The checkpoint whose map is loaded, with
+  // its erase units as it recorded them; the records each unit holds past the checkpoint
+  // (all of them for a unit allocated since), appended to `found`; those applied, oldest
+  // first; the live bytes counted from the map, returning the LBAs that point where
+  // nothing survives.
+  struct Checkpointed;
+  struct FoundRecord;
+  Result<Checkpointed> LoadNewestCheckpointLocked();
+  Status ScanUnitsLocked(const Checkpointed& ckpt, std::vector<FoundRecord>* found,
+                         uint64_t* max_seq);
+  void PrefetchScanLocked(const Checkpointed& ckpt);
+  void ApplyFoundLocked(std::vector<FoundRecord>& found, uint64_t ckpt_seq);
+  std::vector<uint64_t> CountLiveLocked();
   // Fills map_ from a checkpoint's payload (dense or sparse); Corruption if the sparse
   // form does not add up (its CRC passed, so only a bug or a forged slot does that).
   Status LoadCheckpointMapLocked(const drive_format::CheckpointHeader& h,

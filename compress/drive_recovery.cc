@@ -15,7 +15,51 @@ using namespace drive_internal;
 
 // ---------------------------------------------------------------- recovery
 
+struct CompressedDrive::Checkpointed {
+  CheckpointHeader header;
+  struct Unit {
+    uint64_t gen;
+    uint32_t write_ptr;
+    bool used, sealed;
+  };
+  std::vector<Unit> units;
+  bool clean = false;  // written by a clean close: exact, nothing to scan for
+};
+
+struct CompressedDrive::FoundRecord {
+  uint64_t seq;
+  RecordType type;
+  uint64_t lba;
+  uint32_t count;
+  uint64_t loc;
+};
+
 Status CompressedDrive::RecoverLocked() {
+  ERAID_ASSIGN_OR_RETURN(const Checkpointed ckpt, LoadNewestCheckpointLocked());
+  const uint64_t ckpt_seq = ckpt.header.ckpt_seq;
+  uint64_t max_seq = std::max<uint64_t>(ckpt.header.next_seq, 1) - 1;
+  opened_after_crash_ = !ckpt.clean;
+  std::vector<FoundRecord> found;
+  ERAID_RETURN_IF_ERROR(ScanUnitsLocked(ckpt, &found, &max_seq));
+  ApplyFoundLocked(found, ckpt_seq);
+  const std::vector<uint64_t> lost = CountLiveLocked();
+  std::reverse(free_eus_.begin(), free_eus_.end());
+  next_seq_ = max_seq + 1;
+  ckpt_count_ = ckpt.header.ckpt_count;
+  ckpt_seq_ = ckpt_seq;
+  // 5. Fold the replay into a fresh checkpoint. After a clean close nothing was replayed:
+  // the clean checkpoint on flash is this state exactly and stays the newest, and the
+  // first record or erase writes one that is not clean first (DirtyLocked), as after a
+  // Close. (Rewritten here, it cost each open a snapshot of the whole map: ~0.1 s and
+  // 10,000 page faults per 4 GiB drive.)
+  if (ckpt.clean && lost.empty()) {
+    clean_on_flash_ = true;
+    return Status::Ok();
+  }
+  return CheckpointLocked();
+}
+
+Result<CompressedDrive::Checkpointed> CompressedDrive::LoadNewestCheckpointLocked() {
   // 1. The newer of the two valid checkpoints: both headers first, then the payload of
   // the newer (only the blocks it takes), or of the older if that one fails its CRC.
   struct Candidate {
@@ -44,8 +88,6 @@ Status CompressedDrive::RecoverLocked() {
   }
   std::sort(candidates.begin(), candidates.end(),
             [](const Candidate& a, const Candidate& b) { return a.h.ckpt_count > b.h.ckpt_count; });
-  std::vector<std::byte> best;
-  CheckpointHeader best_header;
   for (const Candidate& c : candidates) {
     std::vector<std::byte> payload(
         BlocksToBytes(BytesToBlocks(c.h.payload_bytes + kBlockSize - 1)));
@@ -55,66 +97,54 @@ Status CompressedDrive::RecoverLocked() {
         !LoadCheckpointMapLocked(c.h, payload).ok()) {
       continue;
     }
-    best = std::move(payload);
-    best_header = c.h;
-    break;
+    Checkpointed ckpt;
+    ckpt.header = c.h;
+    const std::byte* p =
+        payload.data() + (c.h.payload_bytes - uint64_t{num_eus_} * kCheckpointEuEntryBytes);
+    ckpt.units.resize(num_eus_);
+    for (auto& e : ckpt.units) {
+      const auto flags = std::to_integer<uint8_t>(p[12]);
+      e = {GetLe64(p), GetLe32(p + 8), flags != 0, (flags & kCkptEuSealed) != 0};
+      p += kCheckpointEuEntryBytes;
+    }
+    // After a clean close the checkpoint is exact: each EU as it records it, nothing to
+    // scan for (one header page per EU was most of an open: 16,384 random reads per 4 GiB).
+    ckpt.clean = (c.h.flags & kCheckpointClean) != 0;
+    return ckpt;
   }
-  if (best.empty()) return Status::Corruption("no valid checkpoint on the drive");
+  return Status::Corruption("no valid checkpoint on the drive");
+}
 
-  const std::byte* p =
-      best.data() + (best_header.payload_bytes - uint64_t{num_eus_} * kCheckpointEuEntryBytes);
-  struct CkptEu {
-    uint64_t gen;
-    uint32_t write_ptr;
-    bool used, sealed;
-  };
-  std::vector<CkptEu> ckpt_eus(num_eus_);
-  for (auto& e : ckpt_eus) {
-    const auto flags = std::to_integer<uint8_t>(p[12]);
-    e = {GetLe64(p), GetLe32(p + 8), flags != 0, (flags & kCkptEuSealed) != 0};
-    p += kCheckpointEuEntryBytes;
+void CompressedDrive::PrefetchScanLocked(const Checkpointed& ckpt) {
+  // Every page the scan may read, named at once (Backend::PrefetchBytes): each erase
+  // unit's header page, and past what the checkpoint covers of those in use. The scan's
+  // reads then find them in the cache rather than each waiting on the medium.
+  std::vector<ByteExtent> pages;
+  pages.reserve(num_eus_);
+  for (uint32_t i = 0; i < num_eus_; ++i) {
+    const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
+    const auto& u = ckpt.units[i];
+    const uint64_t from = u.used && !u.sealed ? u.write_ptr / kBlockSize * kBlockSize : 0;
+    pages.push_back({eu_offset, kBlockSize});
+    if (from >= kBlockSize && from < eu_bytes_)
+      pages.push_back({eu_offset + from, eu_bytes_ - from});
   }
-  const uint64_t ckpt_seq = best_header.ckpt_seq;
-  uint64_t max_seq = std::max<uint64_t>(best_header.next_seq, 1) - 1;
-  // After a clean close the checkpoint is exact: each EU as it records it, nothing to
-  // scan for (one header page per EU was most of an open: 16,384 random reads per 4 GiB).
-  const bool clean = (best_header.flags & kCheckpointClean) != 0;
-  opened_after_crash_ = !clean;
+  flash_.PrefetchBytes(pages);
+}
 
+Status CompressedDrive::ScanUnitsLocked(const Checkpointed& ckpt, std::vector<FoundRecord>* found,
+                                        uint64_t* max_seq) {
   // 2. Scan every erase unit for records newer than the checkpoint.
-  struct Found {
-    uint64_t seq;
-    RecordType type;
-    uint64_t lba;
-    uint32_t count;
-    uint64_t loc;
-  };
-  std::vector<Found> found;
   std::vector<std::byte> buf(eu_bytes_);
   free_eus_.clear();
-  if (!clean) {
-    // Every page the scan below may read, named at once (Backend::PrefetchBytes): each
-    // erase unit's header page, and past what the checkpoint covers of those in use. The
-    // scan's reads then find them in the cache rather than each waiting on the medium.
-    std::vector<ByteExtent> pages;
-    pages.reserve(num_eus_);
-    for (uint32_t i = 0; i < num_eus_; ++i) {
-      const uint64_t eu_offset = BlocksToBytes(data_start_block_) + uint64_t(i) * eu_bytes_;
-      const uint64_t from = ckpt_eus[i].used && !ckpt_eus[i].sealed
-                                ? ckpt_eus[i].write_ptr / kBlockSize * kBlockSize
-                                : 0;
-      pages.push_back({eu_offset, kBlockSize});
-      if (from >= kBlockSize && from < eu_bytes_)
-        pages.push_back({eu_offset + from, eu_bytes_ - from});
-    }
-    flash_.PrefetchBytes(pages);
-  }
+  if (!ckpt.clean) PrefetchScanLocked(ckpt);
   for (uint32_t i = 0; i < num_eus_; ++i) {
+    const auto& u = ckpt.units[i];
     eus_[i] = Eu{};
-    if (clean) {
-      if (ckpt_eus[i].used) {
-        eus_[i] = Eu{Eu::State::kSealed, 0, ckpt_eus[i].gen, ckpt_eus[i].write_ptr, 0, 0};
-        max_seq = std::max(max_seq, ckpt_eus[i].gen);
+    if (ckpt.clean) {
+      if (u.used) {
+        eus_[i] = Eu{Eu::State::kSealed, 0, u.gen, u.write_ptr, 0, 0};
+        *max_seq = std::max(*max_seq, u.gen);
       } else {
         free_eus_.push_back(i);
       }
@@ -128,23 +158,23 @@ Status CompressedDrive::RecoverLocked() {
     auto head = DecodeRecord(std::span(buf).first(kBlockSize), /*check_crc=*/true);
     bool valid = head.ok() && head->type == RecordType::kEuHeader && head->lba == i;
     uint32_t start = 0;
-    if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen && ckpt_eus[i].sealed) {
+    if (valid && u.used && head->seq == u.gen && u.sealed) {
       // Same incarnation, sealed before the checkpoint: nothing can follow its write
       // pointer (sealed EUs were most of a crash recovery's reads: ~1 GB per 4 GiB drive).
-      eus_[i] = Eu{Eu::State::kSealed, 0, head->seq, ckpt_eus[i].write_ptr, 0, 0};
-      max_seq = std::max(max_seq, head->seq);
+      eus_[i] = Eu{Eu::State::kSealed, 0, head->seq, u.write_ptr, 0, 0};
+      *max_seq = std::max(*max_seq, head->seq);
       continue;
     }
-    if (valid && ckpt_eus[i].used && head->seq == ckpt_eus[i].gen) {
-      start = ckpt_eus[i].write_ptr;  // same incarnation: only what follows the checkpoint
-    } else if (valid && head->seq > ckpt_seq) {
+    if (valid && u.used && head->seq == u.gen) {
+      start = u.write_ptr;  // same incarnation: only what follows the checkpoint
+    } else if (valid && head->seq > ckpt.header.ckpt_seq) {
       start = kRecordHeaderBytes;  // allocated after the checkpoint: all of it
     } else {
       free_eus_.push_back(i);  // erased, never used, or a stale incarnation
       continue;
     }
     const uint64_t gen = head->seq;
-    max_seq = std::max(max_seq, gen);
+    *max_seq = std::max(*max_seq, gen);
     if (const uint64_t first_page = std::max<uint64_t>(1, start / kBlockSize);
         first_page < eu_blocks_) {
       ERAID_RETURN_IF_ERROR(flash_.Read(Lba(eu_offset / kBlockSize + first_page),
@@ -158,17 +188,20 @@ Status CompressedDrive::RecoverLocked() {
           !DecodeRecord(std::span(buf).subspan(off, h->record_bytes()), true).ok()) {
         break;  // the end of what reached flash in this incarnation
       }
-      found.push_back({h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, len)});
-      max_seq = std::max(max_seq, h->seq);
+      found->push_back({h->seq, h->type, h->lba, h->count_blocks, PackLoc(eu_offset + off, len)});
+      *max_seq = std::max(*max_seq, h->seq);
       off += len;
     }
     eus_[i] = Eu{Eu::State::kSealed, 0, gen, off, 0, 0};
   }
+  return Status::Ok();
+}
 
+void CompressedDrive::ApplyFoundLocked(std::vector<FoundRecord>& found, uint64_t ckpt_seq) {
   // 3. Apply them oldest first, so the newest write or trim of each LBA wins.
   std::sort(found.begin(), found.end(),
-            [](const Found& a, const Found& b) { return a.seq < b.seq; });
-  for (const Found& f : found) {
+            [](const FoundRecord& a, const FoundRecord& b) { return a.seq < b.seq; });
+  for (const FoundRecord& f : found) {
     if (f.seq <= ckpt_seq) continue;
     if (f.type == RecordType::kData) {
       if (f.lba < logical_blocks_) map_.Set(f.lba, f.loc);
@@ -177,7 +210,9 @@ Status CompressedDrive::RecoverLocked() {
       for (uint64_t b = f.lba; b < end; ++b) map_.Set(b, kUnmapped);
     }
   }
+}
 
+std::vector<uint64_t> CompressedDrive::CountLiveLocked() {
   // 4. Rebuild the accounting from the mapping (invariant 4).
   stats_.live_bytes = 0;
   stats_.mapped_blocks = 0;
@@ -196,20 +231,7 @@ Status CompressedDrive::RecoverLocked() {
   });
   for (uint64_t b : lost) map_.Set(b, kLostBlock);
   live_bytes_.store(stats_.live_bytes, std::memory_order_release);
-  std::reverse(free_eus_.begin(), free_eus_.end());
-  next_seq_ = max_seq + 1;
-  ckpt_count_ = best_header.ckpt_count;
-  ckpt_seq_ = ckpt_seq;
-  // 5. Fold the replay into a fresh checkpoint. After a clean close nothing was replayed:
-  // the clean checkpoint on flash is this state exactly and stays the newest, and the
-  // first record or erase writes one that is not clean first (DirtyLocked), as after a
-  // Close. (Rewritten here, it cost each open a snapshot of the whole map: ~0.1 s and
-  // 10,000 page faults per 4 GiB drive.)
-  if (clean && lost.empty()) {
-    clean_on_flash_ = true;
-    return Status::Ok();
-  }
-  return CheckpointLocked();
+  return lost;
 }
 
 Status CompressedDrive::LoadCheckpointMapLocked(const CheckpointHeader& h,

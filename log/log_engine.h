@@ -246,6 +246,13 @@ class LogEngine {
   // Segment `index`'s slots: in RAM (*out points into the segment), or read back from a
   // store that keeps the tags into *loaded (checked against the slot count and positions).
   Status LoadSlots(uint32_t index, std::vector<Slot>* loaded, const Slot** out) const;
+  // CheckInvariants' parts, given every segment's slots: each mapped LBA's slot and the
+  // trim records' reference counts; each segment's and the log's block counts; the
+  // per-LBA copy counts (a store with data); the per-extent valid counts.
+  Status CheckMap(const std::vector<const Slot*>& slots) const;
+  Status CheckCounts(const std::vector<const Slot*>& slots) const;
+  Status CheckCopies(const std::vector<const Slot*>& slots) const;
+  Status CheckExtents() const;
   // Writes a trim record for the LBAs of [lba, lba + blocks) that still have a copy in the
   // store and unmaps them all. blocks <= kMaxTrimRecordBlocks.
   Status TrimRecord(uint64_t lba, uint32_t blocks);

@@ -139,15 +139,22 @@ int LogEngine::ClassOf(uint64_t lba) const {
 }
 
 Status LogEngine::CheckInvariants() const {
-  uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
-  std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
   // Each segment's slots, read back once from a store that keeps them.
   std::vector<std::vector<Slot>> loaded(segments_.size());
   std::vector<const Slot*> slots(segments_.size());
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     if (segments_[i]) ERAID_RETURN_IF_ERROR(LoadSlots(i, &loaded[i], &slots[i]));
   }
-  Status bad;  // the first entry found wrong
+  ERAID_RETURN_IF_ERROR(CheckMap(slots));
+  ERAID_RETURN_IF_ERROR(CheckCounts(slots));
+  if (has_data_) ERAID_RETURN_IF_ERROR(CheckCopies(slots));
+  if (options_.extent_shift) ERAID_RETURN_IF_ERROR(CheckExtents());
+  return Status::Ok();
+}
+
+Status LogEngine::CheckMap(const std::vector<const Slot*>& slots) const {
+  std::unordered_map<uint64_t, uint32_t> refs;  // trim record -> LBAs mapped to it
+  Status bad;                                   // the first entry found wrong
   map_.ForEachPaged([&](uint64_t lba, Entry e) {
     if (e == 0 || !bad.ok()) return;
     const Segment* seg = IndexOf(e) < segments_.size() ? segments_[IndexOf(e)].get() : nullptr;
@@ -179,6 +186,11 @@ Status LogEngine::CheckInvariants() const {
     if (it == trim_refs_.end() || it->second != n)
       return Status::Corruption("trim record reference count mismatch");
   }
+  return Status::Ok();
+}
+
+Status LogEngine::CheckCounts(const std::vector<const Slot*>& slots) const {
+  uint64_t blocks = 0, invalid_sealed = 0, valid = 0;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment* seg = segments_[i].get();
     if (!seg) continue;
@@ -198,58 +210,63 @@ Status LogEngine::CheckInvariants() const {
   if (valid != stats_.valid_blocks) return Status::Corruption("valid block count mismatch");
   if (trim_refs_.size() != stats_.live_trim_records)
     return Status::Corruption("live trim record stat mismatch");
-  if (has_data_) {
-    // Copy counts, recounted: data slots of live segments and of victims not yet freed.
-    std::unordered_map<uint64_t, uint64_t> want;
-    for (uint32_t i = 0; i < segments_.size(); ++i) {
-      if (!segments_[i]) continue;
-      for (uint32_t s = 0; s < segments_[i]->n_slots; ++s) {
-        if (!IsTrimTag(slots[i][s].lba)) ++want[slots[i][s].lba];
-      }
-    }
-    for (const Unfreed& victim : unfreed_) {
-      for (uint64_t lba : victim.lbas) ++want[lba];
-    }
-    uint64_t counted = 0;
-    Status wrong;
-    copies_.ForEachPaged([&](uint64_t lba, uint8_t c) {
-      if (c == 0 || !wrong.ok()) return;
-      ++counted;
-      auto many = many_copies_.find(lba);
-      const uint64_t have = c < kManyCopies ? c : many == many_copies_.end() ? 0 : many->second;
-      auto it = want.find(lba);
-      if (it == want.end() || it->second != have || (c == kManyCopies) != (have >= kManyCopies)) {
-        wrong = Status::Corruption("lba " + std::to_string(lba) + " counts " +
-                                   std::to_string(have) + " copies but has " +
-                                   std::to_string(it == want.end() ? 0 : it->second));
-      }
-    });
-    ERAID_RETURN_IF_ERROR(wrong);
-    if (counted != want.size()) return Status::Corruption("an LBA's copies are not counted");
-    for (const auto& [lba, n] : many_copies_) {
-      if (lba >= copies_.size() || copies_[lba] != kManyCopies || n < kManyCopies)
-        return Status::Corruption("lba " + std::to_string(lba) +
-                                  " is among the many-copied wrongly");
+  return Status::Ok();
+}
+
+Status LogEngine::CheckCopies(const std::vector<const Slot*>& slots) const {
+  // Copy counts, recounted: data slots of live segments and of victims not yet freed.
+  std::unordered_map<uint64_t, uint64_t> want;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    if (!segments_[i]) continue;
+    for (uint32_t s = 0; s < segments_[i]->n_slots; ++s) {
+      if (!IsTrimTag(slots[i][s].lba)) ++want[slots[i][s].lba];
     }
   }
-  if (options_.extent_shift) {
-    std::vector<uint64_t> per(extents_.size());
-    bool uncounted = false;
-    map_.ForEachPaged([&](uint64_t lba, Entry entry) {
-      if (!IsData(entry)) return;
-      const uint64_t e = lba >> options_.extent_shift;
-      if (e >= per.size()) {
-        uncounted = true;
-      } else {
-        ++per[e];
-      }
-    });
-    if (uncounted) return Status::Corruption("an extent with valid blocks has no counters");
-    for (size_t e = 0; e < per.size(); ++e) {
-      if (per[e] != extents_[e].valid_blocks)
-        return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
-    }
+  for (const Unfreed& victim : unfreed_) {
+    for (uint64_t lba : victim.lbas) ++want[lba];
   }
+  uint64_t counted = 0;
+  Status wrong;
+  copies_.ForEachPaged([&](uint64_t lba, uint8_t c) {
+    if (c == 0 || !wrong.ok()) return;
+    ++counted;
+    auto many = many_copies_.find(lba);
+    const uint64_t have = c < kManyCopies ? c : many == many_copies_.end() ? 0 : many->second;
+    auto it = want.find(lba);
+    if (it == want.end() || it->second != have || (c == kManyCopies) != (have >= kManyCopies)) {
+      wrong = Status::Corruption("lba " + std::to_string(lba) + " counts " + std::to_string(have) +
+                                 " copies but has " +
+                                 std::to_string(it == want.end() ? 0 : it->second));
+    }
+  });
+  ERAID_RETURN_IF_ERROR(wrong);
+  if (counted != want.size()) return Status::Corruption("an LBA's copies are not counted");
+  for (const auto& [lba, n] : many_copies_) {
+    if (lba >= copies_.size() || copies_[lba] != kManyCopies || n < kManyCopies)
+      return Status::Corruption("lba " + std::to_string(lba) + " is among the many-copied wrongly");
+  }
+
+  return Status::Ok();
+}
+
+Status LogEngine::CheckExtents() const {
+  std::vector<uint64_t> per(extents_.size());
+  bool uncounted = false;
+  map_.ForEachPaged([&](uint64_t lba, Entry entry) {
+    if (!IsData(entry)) return;
+    const uint64_t e = lba >> options_.extent_shift;
+    if (e >= per.size()) {
+      uncounted = true;
+    } else {
+      ++per[e];
+    }
+  });
+  if (uncounted) return Status::Corruption("an extent with valid blocks has no counters");
+  for (size_t e = 0; e < per.size(); ++e) {
+    if (per[e] != extents_[e].valid_blocks)
+      return Status::Corruption("extent " + std::to_string(e) + " valid count mismatch");
+  }
+
   return Status::Ok();
 }
 

@@ -269,6 +269,12 @@ class ElasticArray {
   Status Rebuild(uint32_t device, Backend* target, const std::vector<bool>* only,
                  uint64_t rate_bytes_per_sec,
                  const std::function<void(const RebuildProgress&)>& progress, ReAddReport* report);
+  // Rebuild's steps, under the lock: segment s's rows read together and the device's
+  // share of them written together (its bytes added to `written`); then the flushed part
+  // of an open segment's open row. A re-add's count of what a full rebuild would write.
+  Status RebuildSegmentLocked(uint32_t device, SegmentId s, uint64_t* written);
+  void RebuildOpenRowLocked(uint32_t device, SegmentId s, uint64_t* written);
+  void CountFullRebuildLocked(uint32_t device, SegmentId s, ReAddReport* report) const;
   // A journal record of the segment's current entry. kNow flushes every device after it:
   // for a flip something relies on at once (a conversion, recovery). kAtNextFlush only
   // writes it, and whatever flush comes next makes it durable (the ring is replayed in

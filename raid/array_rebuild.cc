@@ -116,8 +116,6 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
     ERAID_RETURN_IF_ERROR(CheckpointBitmapLocked());
     prog.segments_total = geometry_.segments;
   }
-  const uint64_t rb = geometry_.row_blocks();
-  AlignedBuffer zeros;  // a re-add's count of what a full rebuild would have written
   for (uint32_t i = 0; i < geometry_.segments; ++i) {
     const bool owed = only == nullptr || (*only)[i];
     {
@@ -129,67 +127,17 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
         ApplyRowResultsLocked();
       }
       if (io_->state(device) != DeviceState::kRebuilding) return Status::Aborted("rebuild failed");
-      Segment& seg = *segments_[i];
       const SegmentId s(i);
-      const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
-      if (report != nullptr && seg.entry.scheme != SegmentScheme::kFree) {
-        if (zeros.size() == 0) zeros = AlignedBuffer(BlocksToBytes(rb));
-        AlignedBuffer scratch;
-        for (uint32_t r = 0; r < done_rows; ++r) {
-          std::vector<DeviceWrite> writes;
-          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, zeros, true, &scratch, &writes);
-          for (const auto& w : writes)
-            report->total_bytes += w.device == device ? w.data.size() : 0;
-        }
-        report->segments_total += 1;
-      }
+      if (report != nullptr) CountFullRebuildLocked(device, s, report);
       if (owed && only != nullptr) {
         // What the returning drive holds of this segment is stale or torn: gone first.
         Status st = target->Trim(Lba(geometry_.SegmentStart(s)), geometry_.segment_span_blocks());
         io_->Note(device, st);
         if (!st.ok()) return Status::Aborted("rebuild failed: " + st.ToString());
       }
-      if (owed && seg.entry.scheme != SegmentScheme::kFree) {
-        io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
-        // The whole segment at once: its rows read together (every device busy, not one
-        // block in flight at a time), then the lost device's share of every row written
-        // together.
-        const auto rows_n = static_cast<uint32_t>(done_rows);
-        AlignedBuffer rows(BlocksToBytes(uint64_t{rows_n} * rb));
-        std::vector<uint32_t> unreadable;
-        if (ReadRowsLocked(s, 0, rows_n, &rows, ReadMode::kNoRepair, &unreadable) > 0) {
-          const auto r =
-              std::find_if(unreadable.begin(), unreadable.end(), [](uint32_t u) { return u > 0; }) -
-              unreadable.begin();
-          return Status::DataLoss("rebuild: segment " + std::to_string(i) + " row " +
-                                  std::to_string(r) + " cannot be reconstructed");
-        }
-        std::vector<AlignedBuffer> scratch(rows_n);  // parity, alive until written
-        std::vector<DeviceWrite> mine;
-        for (uint32_t r = 0; r < rows_n; ++r) {
-          std::vector<DeviceWrite> writes;
-          const std::span<const std::byte> row(rows.data() + BlocksToBytes(uint64_t{r} * rb),
-                                               BlocksToBytes(rb));
-          SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch[r], &writes);
-          for (const auto& w : writes) {
-            if (w.device == device) mine.push_back(w);
-          }
-        }
-        io_->Write(mine);
-        for (const auto& w : mine) prog.bytes_written += w.data.size();
-        if (seg.open && seg.row_synced > 0) {  // the flushed part of the open row, both copies
-          const uint64_t row_start = uint64_t{seg.row} * rb;
-          std::vector<DeviceWrite> mine;
-          for (uint64_t pos = row_start; pos < row_start + seg.row_synced; ++pos) {
-            std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start),
-                                            kBlockSize);
-            for (Place p : {geometry_.Primary(s, pos), geometry_.Mirror(s, pos)}) {
-              if (p.device == device) mine.push_back({p.device, p.lba, data});
-            }
-          }
-          io_->Write(mine);
-          for (const auto& w : mine) prog.bytes_written += w.data.size();
-        }
+      if (owed && segments_[i]->entry.scheme != SegmentScheme::kFree) {
+        ERAID_RETURN_IF_ERROR(RebuildSegmentLocked(device, s, &prog.bytes_written));
+        RebuildOpenRowLocked(device, s, &prog.bytes_written);
         if (report != nullptr) report->segments_resynced += 1;
       }
       io_->set_rebuild_cursor(i + 1);
@@ -211,6 +159,69 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
   joined_generation_[device] = super_generation_;
   if (report != nullptr) report->resynced_bytes = prog.bytes_written;
   return Status::Ok();
+}
+
+void ElasticArray::CountFullRebuildLocked(uint32_t device, SegmentId s, ReAddReport* report) const {
+  const Segment& seg = *segments_[s.value];
+  if (seg.entry.scheme == SegmentScheme::kFree) return;
+  const uint64_t rb = geometry_.row_blocks();
+  const uint64_t done_rows = seg.open ? seg.row : (seg.frontier + rb - 1) / rb;
+  AlignedBuffer zeros(BlocksToBytes(rb)), scratch;
+  for (uint32_t r = 0; r < done_rows; ++r) {
+    std::vector<DeviceWrite> writes;
+    SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, zeros, true, &scratch, &writes);
+    for (const auto& w : writes) report->total_bytes += w.device == device ? w.data.size() : 0;
+  }
+  report->segments_total += 1;
+}
+
+Status ElasticArray::RebuildSegmentLocked(uint32_t device, SegmentId s, uint64_t* written) {
+  Segment& seg = *segments_[s.value];
+  const uint64_t rb = geometry_.row_blocks();
+  io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
+  // The whole segment at once: its rows read together (every device busy, not one block
+  // in flight at a time), then the lost device's share of every row written together.
+  const auto rows_n = static_cast<uint32_t>(seg.open ? seg.row : (seg.frontier + rb - 1) / rb);
+  AlignedBuffer rows(BlocksToBytes(uint64_t{rows_n} * rb));
+  std::vector<uint32_t> unreadable;
+  if (ReadRowsLocked(s, 0, rows_n, &rows, ReadMode::kNoRepair, &unreadable) > 0) {
+    const auto r =
+        std::find_if(unreadable.begin(), unreadable.end(), [](uint32_t u) { return u > 0; }) -
+        unreadable.begin();
+    return Status::DataLoss("rebuild: segment " + std::to_string(s.value) + " row " +
+                            std::to_string(r) + " cannot be reconstructed");
+  }
+  std::vector<AlignedBuffer> scratch(rows_n);  // parity, alive until written
+  std::vector<DeviceWrite> mine;
+  for (uint32_t r = 0; r < rows_n; ++r) {
+    std::vector<DeviceWrite> writes;
+    const std::span<const std::byte> row(rows.data() + BlocksToBytes(uint64_t{r} * rb),
+                                         BlocksToBytes(rb));
+    SchemeFor(seg.entry.scheme).RowWrites(geometry_, s, r, row, true, &scratch[r], &writes);
+    for (const auto& w : writes) {
+      if (w.device == device) mine.push_back(w);
+    }
+  }
+  io_->Write(mine);
+  for (const auto& w : mine) *written += w.data.size();
+  return Status::Ok();
+}
+
+void ElasticArray::RebuildOpenRowLocked(uint32_t device, SegmentId s, uint64_t* written) {
+  const Segment& seg = *segments_[s.value];
+  if (!seg.open || seg.row_synced == 0) return;
+  // The flushed part of the open row, both copies.
+  const uint64_t row_start = uint64_t{seg.row} * geometry_.row_blocks();
+  std::vector<DeviceWrite> mine;
+  for (uint64_t pos = row_start; pos < row_start + seg.row_synced; ++pos) {
+    std::span<const std::byte> data(seg.row_buf.data() + BlocksToBytes(pos - row_start),
+                                    kBlockSize);
+    for (Place p : {geometry_.Primary(s, pos), geometry_.Mirror(s, pos)}) {
+      if (p.device == device) mine.push_back({p.device, p.lba, data});
+    }
+  }
+  io_->Write(mine);
+  for (const auto& w : mine) *written += w.data.size();
 }
 
 Result<ScrubReport> ElasticArray::Scrub() {

@@ -228,18 +228,29 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
   const double used = double(use.used_bytes);
   stats_.budget_use = budget > 0 ? used / budget : 0;
   over_budget_ = used > budget;
-  const double n = array_.geometry().data_devices();
-  struct Seen {
-    SegmentId s;
-    SegmentInfo info;
-    double score;      // decayed reads: what a mirror would serve
-    double density;    // the same per written block
-    double rewrites;   // decayed invalidations: how fast it is being emptied
-    double data_phys;  // physical bytes of one copy of the data
-    double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
-    uint64_t bytes;
-  };
   std::vector<Seen> raid5, raid10;
+  if (auto free = SurveyLocked(&raid5, &raid10)) return free;
+  switch (options_.policy) {
+    case Policy::kManual:
+      return std::nullopt;
+    case Policy::kRaid5:
+      if (!raid10.empty())
+        return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
+      return std::nullopt;
+    case Policy::kRaid10:
+      for (const Seen& c : raid5) {
+        if (used + c.delta <= budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
+      }
+      return std::nullopt;
+    case Policy::kElastic:
+      break;
+  }
+  return ElasticPickLocked(raid5, raid10, used, budget);
+}
+
+std::optional<Scheduler::Candidate> Scheduler::SurveyLocked(std::vector<Seen>* raid5,
+                                                            std::vector<Seen>* raid10) {
+  const double n = array_.geometry().data_devices();
   double demotable = 0;  // physical bytes demoting every RAID10 candidate would free
   const auto sealed = volume_.SealedSegments();
   uint64_t devices = 0;  // a fingerprint of the device states
@@ -276,28 +287,19 @@ std::optional<Scheduler::Candidate> Scheduler::PickLocked(const PhysicalUse& use
         if (AffordableLocked(bytes)) return Candidate{s, SegmentScheme::kRaid10, bytes, true};
         ++stats_.over_allowance;
       }
-      raid5.push_back(seen);
+      raid5->push_back(seen);
     } else if (info.scheme == SegmentScheme::kRaid10 && !free_mirror_[s.value]) {
-      raid10.push_back(seen);
+      raid10->push_back(seen);
       demotable += std::max(0.0, seen.delta);
     }
   }
   demotable_bytes_.store(static_cast<uint64_t>(demotable), std::memory_order_relaxed);
-  switch (options_.policy) {
-    case Policy::kManual:
-      return std::nullopt;
-    case Policy::kRaid5:
-      if (!raid10.empty())
-        return Candidate{raid10.front().s, SegmentScheme::kRaid5, raid10.front().bytes, false};
-      return std::nullopt;
-    case Policy::kRaid10:
-      for (const Seen& c : raid5) {
-        if (used + c.delta <= budget) return Candidate{c.s, SegmentScheme::kRaid10, c.bytes, false};
-      }
-      return std::nullopt;
-    case Policy::kElastic:
-      break;
-  }
+  return std::nullopt;
+}
+
+std::optional<Scheduler::Candidate> Scheduler::ElasticPickLocked(std::vector<Seen>& raid5,
+                                                                 std::vector<Seen>& raid10,
+                                                                 double used, double budget) {
   // Densest in reads first among RAID5 segments, least dense first among RAID10 ones —
   // of those, the least rewritten first (GC comes for the others: its rewrite demotes
   // them for free); equal densities (idle segments) by index, so the order is stable from

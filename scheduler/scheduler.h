@@ -149,6 +149,24 @@ class Scheduler final : public VolumeListener {
   };
   // Under decide_mu_: the next conversion, if any.
   std::optional<Candidate> PickLocked(const PhysicalUse& use);
+  // A sealed segment as PickLocked weighs it.
+  struct Seen {
+    SegmentId s;
+    SegmentInfo info;
+    double score;      // decayed reads: what a mirror would serve
+    double density;    // the same per written block
+    double rewrites;   // decayed invalidations: how fast it is being emptied
+    double data_phys;  // physical bytes of one copy of the data
+    double delta;      // physical bytes RAID10 costs over RAID5 (estimated for RAID10 segments)
+    uint64_t bytes;
+  };
+  // PickLocked's steps. SurveyLocked weighs every sealed segment GC is not about to take
+  // into `raid5` and `raid10` (RAID10 segments mirrored for free left out), or returns at
+  // once a RAID5 segment whose mirror costs nothing. ElasticPickLocked is the elastic
+  // policy's choice among them, given the physical use and the budget (bytes).
+  std::optional<Candidate> SurveyLocked(std::vector<Seen>* raid5, std::vector<Seen>* raid10);
+  std::optional<Candidate> ElasticPickLocked(std::vector<Seen>& raid5, std::vector<Seen>& raid10,
+                                             double used, double budget);
   // Under decide_mu_: closes a hotness epoch if one is due.
   void MaybeCloseEpochLocked();
   // Under decide_mu_: the traffic window (write share, physical growth) and the
