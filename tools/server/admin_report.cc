@@ -49,110 +49,186 @@ std::string DriveModelReport(const DriveModelStats& m, Json* dev) {
          std::to_string(m.ops) + " I/Os)\n";
 }
 
-}  // namespace
+// A remote drive's link: into its JSON object, and as a line of text.
+std::string LinkReport(const NbdLinkStats& l, Json* dev) {
+  (*dev)["link"] = Json::object({{"uri", l.uri},
+                                 {"state", l.state},
+                                 {"error", l.error},
+                                 {"requests", l.requests},
+                                 {"timeouts", l.timeouts},
+                                 {"latency_p50_us", l.p50_us},
+                                 {"latency_p99_us", l.p99_us},
+                                 {"abandoned_writes", l.abandoned},
+                                 {"draining", l.draining},
+                                 {"lane_reads", l.lane_reads},
+                                 {"lanes", l.lanes}});
+  return "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
+         std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
+         (l.lanes > 0 ? "  (" + std::to_string(l.lane_reads) + " reads on " +
+                            std::to_string(l.lanes) + " lanes)"
+                      : "") +
+         (l.error.empty() ? "" : "  (" + l.error + ")") +
+         (l.draining ? "  " + std::to_string(l.abandoned) + " abandoned writes may still land"
+                     : "") +
+         "\n";
+}
 
-AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
-  const ArrayStats as = a.array().stats();
+// Status's sections, each as JSON and as text.
+struct DevicesSection {
+  Json json = Json::array();
+  std::string text;
+  DriveStats sum;  // the drives' figures added up
+};
+DevicesSection Devices(ArrayDir& a, const ArrayStats& as) {
+  DevicesSection out;
   const auto links = a.links();
-  const VolumeStats vs = a.volume().stats();
-  DriveStats sum;
-  Json devices = Json::array();
-  std::string dev_text;
   const std::vector<DriveStats> drive_stats = a.drive_stats();
   const std::vector<DriveModelStats> model_stats = a.drive_model_stats();
   for (uint32_t d = 0; d < drive_stats.size(); ++d) {
     const DriveStats& ds = drive_stats[d];
-    sum.Add(ds);
+    out.sum.Add(ds);
     const DeviceStats& st = as.devices[d];
-    Json dev = Json::object(
-        {{"index", d},
-         {"path", Shown(a.device_path(d))},
-         {"state", StateName(st.state)},
-         {"reads", st.reads},
-         {"writes", st.writes},
-         {"errors", st.errors},
-         {"physical_bytes", ds.live_bytes},
-         {"flash_bytes", ds.usable_bytes},
-         {"compression", Figure(ds.compression_ratio())},
-         {"device_waf", Figure(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes)))}});
+    const double waf = Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes));
+    Json dev = Json::object({{"index", d},
+                             {"path", Shown(a.device_path(d))},
+                             {"state", StateName(st.state)},
+                             {"reads", st.reads},
+                             {"writes", st.writes},
+                             {"errors", st.errors},
+                             {"physical_bytes", ds.live_bytes},
+                             {"flash_bytes", ds.usable_bytes},
+                             {"compression", Figure(ds.compression_ratio())},
+                             {"device_waf", Figure(waf)}});
     std::string link_text;
-    if (d < links.size() && links[d]) {
-      const NbdLinkStats& l = *links[d];
-      dev["link"] = Json::object({{"uri", l.uri},
-                                  {"state", l.state},
-                                  {"error", l.error},
-                                  {"requests", l.requests},
-                                  {"timeouts", l.timeouts},
-                                  {"latency_p50_us", l.p50_us},
-                                  {"latency_p99_us", l.p99_us},
-                                  {"abandoned_writes", l.abandoned},
-                                  {"draining", l.draining},
-                                  {"lane_reads", l.lane_reads},
-                                  {"lanes", l.lanes}});
-      link_text =
-          "    link " + l.state + "  latency p50 " + std::to_string(l.p50_us) + " us  p99 " +
-          std::to_string(l.p99_us) + " us  requests " + std::to_string(l.requests) +
-          (l.lanes > 0 ? "  (" + std::to_string(l.lane_reads) + " reads on " +
-                             std::to_string(l.lanes) + " lanes)"
-                       : "") +
-          (l.error.empty() ? "" : "  (" + l.error + ")") +
-          (l.draining ? "  " + std::to_string(l.abandoned) + " abandoned writes may still land"
-                      : "") +
-          "\n";
-    }
+    if (d < links.size() && links[d]) link_text = LinkReport(*links[d], &dev);
     if (a.drive_model().enabled() && d < model_stats.size())
       link_text += DriveModelReport(model_stats[d], &dev);
-    devices.push_back(std::move(dev));
-    dev_text +=
-        "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " + Mib(ds.live_bytes) +
-        " of " + Mib(ds.usable_bytes) + "  compression " + Fixed(ds.compression_ratio(), 2) +
-        "  WAF " + Fixed(Wa(double(ds.flash_write_bytes), double(ds.host_stored_bytes))) +
-        "  errors " + std::to_string(st.errors) + "  " + Shown(a.device_path(d)) + "\n" + link_text;
+    out.json.push_back(std::move(dev));
+    out.text += "  device " + std::to_string(d) + "  " + StateName(st.state) + "  " +
+                Mib(ds.live_bytes) + " of " + Mib(ds.usable_bytes) + "  compression " +
+                Fixed(ds.compression_ratio(), 2) + "  WAF " + Fixed(waf) + "  errors " +
+                std::to_string(st.errors) + "  " + Shown(a.device_path(d)) + "\n" + link_text;
   }
-  const std::string health = as.data_at_risk                ? "data-at-risk"
-                             : state.rebuilding_device >= 0 ? "rebuilding"
-                             : as.degraded                  ? "degraded"
-                                                            : "ok";
-  const EngineStats& es = vs.engine;
-  // WA over the array's life (DIR/eraid.stats) and since this open.
-  const LifetimeCounters life = a.Lifetime();
-  const double log_wa =
-      Wa(double(life.user_written_bytes + life.gc_written_bytes), double(life.user_written_bytes));
-  const double raid_wa =
-      Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes));
-  const double dev_waf = Wa(double(life.flash_written_bytes), double(life.device_stored_bytes));
-  const double open_log_wa = Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)),
-                                double(BlocksToBytes(es.user_blocks)));
-  const double open_raid_wa =
-      Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks)));
-  const double open_dev_waf = Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes));
+  return out;
+}
+
+// Write amplification over the array's life (DIR/eraid.stats) and since this open.
+struct WaFigures {
+  double log, raid, device, open_log, open_raid, open_device;
+};
+WaFigures WaOf(const LifetimeCounters& life, const EngineStats& es, const DriveStats& sum) {
+  return {
+      Wa(double(life.user_written_bytes + life.gc_written_bytes), double(life.user_written_bytes)),
+      Wa(double(life.raid_written_bytes), double(life.user_written_bytes + life.gc_written_bytes)),
+      Wa(double(life.flash_written_bytes), double(life.device_stored_bytes)),
+      Wa(double(BlocksToBytes(es.user_blocks + es.gc_blocks)),
+         double(BlocksToBytes(es.user_blocks))),
+      Wa(double(sum.host_write_bytes), double(BlocksToBytes(es.user_blocks + es.gc_blocks))),
+      Wa(double(sum.flash_write_bytes), double(sum.host_stored_bytes))};
+}
+
+struct SchedulerSection {
+  Json json;
+  std::string text;        // one line, without its newline
+  std::string hot_text;    // the RAID10 line's share of recent reads
+  Json hot_read_coverage;  // null if not known
+};
+SchedulerSection SchedulerReport(ArrayDir& a, const ArrayStats& as) {
+  SchedulerSection out;
+  const SchedulerOptions& so = a.scheduler_options();
+  const PhysicalUse use = a.Physical();
+  const double budget_use = so.beta > 0 && use.flash_bytes
+                                ? double(use.used_bytes) / (so.beta * double(use.flash_bytes))
+                                : 0;
+  out.json = Json::object({{"policy", PolicyName(so.policy)},
+                           {"beta", Figure(so.beta)},
+                           {"budget_use", Figure(budget_use)},
+                           {"throttle_bytes_per_sec", so.rate_bytes_per_sec},
+                           {"running", a.scheduler() != nullptr}});
+  out.text = "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
+             " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
+             (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
+  Scheduler* sc = a.scheduler();
+  if (sc == nullptr) {
+    out.text += " (runs while served)";
+    return out;
+  }
+  const SchedulerStats ss = sc->stats();
+  out.json.update(
+      Json::object({{"to_raid10", ss.to_raid10},
+                    {"to_raid5", ss.to_raid5},
+                    {"autonomous", ss.autonomous},
+                    {"swaps", ss.swaps},
+                    {"second_chances", ss.second_chances},
+                    {"degraded_steps", ss.degraded_steps},
+                    {"epochs", ss.epochs},
+                    {"bytes_moved", ss.bytes_moved},
+                    {"born_raid10", ss.born_raid10},
+                    {"born_raid5", ss.born_raid5},
+                    {"demotions_for_space", ss.demotions_for_space},
+                    {"gc_spared", ss.gc_spared},
+                    {"over_allowance", ss.over_allowance},
+                    {"write_share", Figure(ss.write_share)},
+                    {"allowance_bytes", static_cast<int64_t>(ss.allowance_bytes)},
+                    {"conversion_share", Figure(so.conversion_share)},
+                    {"hot_half_life_s", Figure(double(so.hotness.half_life_ms) / 1000)}}));
+  out.text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" + std::to_string(ss.autonomous) +
+              " free), " + std::to_string(ss.to_raid5) + " to RAID5, " + Mib(ss.bytes_moved) +
+              " moved";
+  if (ss.write_share >= 0)
+    out.text +=
+        "; writes " + Fixed(100 * ss.write_share, 0) + "% of the traffic" +
+        (ss.write_share > 0.2
+             ? " (conversions within " + Fixed(100 * so.conversion_share, 0) + "% of bytes written)"
+             : "");
+  if (as.degraded) out.text += "; paused while degraded";
+  // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
+  if (ss.hot_read_coverage >= 0) {
+    out.hot_read_coverage = Figure(ss.hot_read_coverage);
+    out.hot_text = ", " + Fixed(100 * ss.hot_read_coverage, 1) + "% of recent reads (" +
+                   std::to_string(ss.last_epoch_reads) + " in the last epoch)";
+  }
+  return out;
+}
+
+// What status shows, gathered once for both forms.
+struct StatusFigures {
+  std::string health;
+  ArrayStats as;
+  VolumeStats vs;
+  DevicesSection devices;
+  LifetimeCounters life;
+  WaFigures wa;
+  double coverage, physical, compression;
+};
+
+Json StatusJson(ArrayDir& a, const StatusFigures& f) {
+  const ArrayStats& as = f.as;
+  const EngineStats& es = f.vs.engine;
   Json counters = Json::object();
-  ForEachCounter(life, [&](const char* name, uint64_t v) { counters[name] = v; });
-  counters["since_unix"] = life.since_unix;
-  counters["opens"] = life.opens;
+  ForEachCounter(f.life, [&](const char* name, uint64_t v) { counters[name] = v; });
+  counters["since_unix"] = f.life.since_unix;
+  counters["opens"] = f.life.opens;
   if (!a.counters_note().empty()) counters["note"] = a.counters_note();
-  const double coverage = Ratio(double(as.raid10_user_blocks), double(as.user_blocks));
-  const double physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
-  const double compression =
-      Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
   auto wa_json = [](double log, double raid, double device) {
     return Json::object({{"log", Figure(log)},
                          {"raid", Figure(raid)},
                          {"device", Figure(device)},
                          {"total", Figure(log * raid * device)}});  // NaN if any is
   };
-  Json j = Json::object(
-      {{"health", health},
+  const ArrayDir::OpenTimes& ot = a.open_times();
+  return Json::object(
+      {{"health", f.health},
        {"io_timeout_ms", a.io_timeout_ms()},
-       {"capacity_bytes", BlocksToBytes(vs.capacity_blocks)},
+       {"capacity_bytes", BlocksToBytes(f.vs.capacity_blocks)},
        {"valid_bytes", BlocksToBytes(es.valid_blocks)},
        {"trimmed_bytes", BlocksToBytes(es.trimmed_blocks)},
        {"trim_records", es.live_trim_records},
-       {"physical_bytes", sum.live_bytes},
-       {"flash_bytes", sum.usable_bytes},
-       {"physical_use", Figure(physical)},
-       {"compression", Figure(compression)},
-       {"raid10_coverage", Figure(coverage)},
+       {"physical_bytes", f.devices.sum.live_bytes},
+       {"flash_bytes", f.devices.sum.usable_bytes},
+       {"physical_use", Figure(f.physical)},
+       {"compression", Figure(f.compression)},
+       {"raid10_coverage", Figure(f.coverage)},
        {"segments", Json::object({{"total", as.segments},
                                   {"free", as.free_segments},
                                   {"raid5", as.raid5_segments},
@@ -160,8 +236,8 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
                                   {"open", as.open_segments},
                                   {"untrimmed_free", as.untrimmed_free_segments},
                                   {"unmirror_trims", as.pending_unmirror_trims}})},
-       {"wa", wa_json(log_wa, raid_wa, dev_waf)},
-       {"wa_since_open", wa_json(open_log_wa, open_raid_wa, open_dev_waf)},
+       {"wa", wa_json(f.wa.log, f.wa.raid, f.wa.device)},
+       {"wa_since_open", wa_json(f.wa.open_log, f.wa.open_raid, f.wa.open_device)},
        // The lifetime counters the WA figures divide: `eraid status --interval N`
        // takes differences of them.
        {"counters", counters},
@@ -180,120 +256,50 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
        // RAM by layer, as each counts its own state (not the allocator's slack, nor
        // buffers and queues): the log's tables, the array's per-segment state, the
        // drives' FTL maps.
-       {"memory", Json::object({{"log_bytes", vs.memory_bytes},
+       {"memory", Json::object({{"log_bytes", f.vs.memory_bytes},
                                 {"array_bytes", as.memory_bytes},
                                 {"crc_cache_bytes", as.crc_cache_bytes},
-                                {"drive_map_bytes", sum.map_bytes}})},
-       {"devices", devices},
+                                {"drive_map_bytes", f.devices.sum.map_bytes}})},
+       {"devices", f.devices.json},
        {"drive_model", a.drive_model().Spec()},
        // How long the open took, by stage (a crash's recovery is in it: the drives replay
        // their records, the array completes open segments).
-       {"open", Json::object({{"seconds", Figure(a.open_times().total_seconds)},
-                              {"drives_seconds", Figure(a.open_times().drives_seconds)},
-                              {"array_seconds", Figure(a.open_times().array_seconds)},
-                              {"log_seconds", Figure(a.open_times().volume_seconds)},
+       {"open", Json::object({{"seconds", Figure(ot.total_seconds)},
+                              {"drives_seconds", Figure(ot.drives_seconds)},
+                              {"array_seconds", Figure(ot.array_seconds)},
+                              {"log_seconds", Figure(ot.volume_seconds)},
                               // Not zero: the open was a crash recovery (these drives
                               // were not closed cleanly), and its time is the above.
-                              {"crashed_drives", a.open_times().crashed_drives}})}});
-  Json vol_json = Json::array();
-  std::string vol_text;
-  for (const VolumeReport& r : a.volumes().List()) {
-    vol_json.push_back(VolumeJson(r));
-    vol_text += VolumeLine(r);
-  }
-  j["volumes"] = vol_json;
-  const SchedulerOptions& so = a.scheduler_options();
-  const PhysicalUse use = a.Physical();
-  const double budget_use = so.beta > 0 && use.flash_bytes
-                                ? double(use.used_bytes) / (so.beta * double(use.flash_bytes))
-                                : 0;
-  Json sched = Json::object({{"policy", PolicyName(so.policy)},
-                             {"beta", Figure(so.beta)},
-                             {"budget_use", Figure(budget_use)},
-                             {"throttle_bytes_per_sec", so.rate_bytes_per_sec},
-                             {"running", a.scheduler() != nullptr}});
-  std::string sched_text =
-      "scheduler:   " + std::string(PolicyName(so.policy)) + ", beta " + Fixed(so.beta, 2) +
-      " (budget " + Fixed(100 * budget_use, 1) + "% used), throttle " +
-      (so.rate_bytes_per_sec ? Mib(so.rate_bytes_per_sec) + "/s" : std::string("none"));
-  std::string hot_text;
-  if (Scheduler* sc = a.scheduler()) {
-    const SchedulerStats ss = sc->stats();
-    sched.update(
-        Json::object({{"to_raid10", ss.to_raid10},
-                      {"to_raid5", ss.to_raid5},
-                      {"autonomous", ss.autonomous},
-                      {"swaps", ss.swaps},
-                      {"second_chances", ss.second_chances},
-                      {"degraded_steps", ss.degraded_steps},
-                      {"epochs", ss.epochs},
-                      {"bytes_moved", ss.bytes_moved},
-                      {"born_raid10", ss.born_raid10},
-                      {"born_raid5", ss.born_raid5},
-                      {"demotions_for_space", ss.demotions_for_space},
-                      {"gc_spared", ss.gc_spared},
-                      {"over_allowance", ss.over_allowance},
-                      {"write_share", Figure(ss.write_share)},
-                      {"allowance_bytes", static_cast<int64_t>(ss.allowance_bytes)},
-                      {"conversion_share", Figure(so.conversion_share)},
-                      {"hot_half_life_s", Figure(double(so.hotness.half_life_ms) / 1000)}}));
-    sched_text += "; " + std::to_string(ss.to_raid10) + " to RAID10 (" +
-                  std::to_string(ss.autonomous) + " free), " + std::to_string(ss.to_raid5) +
-                  " to RAID5, " + Mib(ss.bytes_moved) + " moved";
-    if (ss.write_share >= 0)
-      sched_text +=
-          "; writes " + Fixed(100 * ss.write_share, 0) + "% of the traffic" +
-          (ss.write_share > 0.2 ? " (conversions within " + Fixed(100 * so.conversion_share, 0) +
-                                      "% of bytes written)"
-                                : "");
-    if (as.degraded) sched_text += "; paused while degraded";
-    // The share of recent reads (the last hotness epoch's) served by RAID10 segments.
-    if (ss.hot_read_coverage >= 0) {
-      j["hot_read_coverage"] = Figure(ss.hot_read_coverage);
-      hot_text = ", " + Fixed(100 * ss.hot_read_coverage, 1) + "% of recent reads (" +
-                 std::to_string(ss.last_epoch_reads) + " in the last epoch)";
-    } else {
-      j["hot_read_coverage"] = nullptr;
-    }
-  } else {
-    j["hot_read_coverage"] = nullptr;
-    sched_text += " (runs while served)";
-  }
-  j["scheduler"] = sched;
-  std::string rebuild_text;
-  if (state.rebuilding_device >= 0) {
-    j["rebuild"] = Json::object({{"device", uint64_t(state.rebuilding_device.load())},
-                                 {"segments_done", state.rebuild_done.load()},
-                                 {"segments_total", state.rebuild_total.load()},
-                                 {"bytes", state.rebuild_bytes.load()}});
-    rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) +
-                   ", segment " + std::to_string(state.rebuild_done.load()) + " of " +
-                   std::to_string(state.rebuild_total.load()) + "\n";
-  }
-  if (json) return {0, j.dump() + "\n"};
+                              {"crashed_drives", ot.crashed_drives}})}});
+}
+
+// The text form's lines down to the conversions and errors, and how long the open took.
+std::string StatusText(ArrayDir& a, const StatusFigures& f, const std::string& hot_text) {
+  const ArrayStats& as = f.as;
+  const DriveStats& sum = f.devices.sum;
   std::string t;
-  t += "health:      " + health + "\n";
-  t += "capacity:    " + Mib(BlocksToBytes(vs.capacity_blocks)) + " (" +
-       Mib(BlocksToBytes(es.valid_blocks)) + " written)\n";
+  t += "health:      " + f.health + "\n";
+  t += "capacity:    " + Mib(BlocksToBytes(f.vs.capacity_blocks)) + " (" +
+       Mib(BlocksToBytes(f.vs.engine.valid_blocks)) + " written)\n";
   t += "physical:    " + Mib(sum.live_bytes) + " of " + Mib(sum.usable_bytes) + " flash (" +
-       Fixed(100 * physical, 1) + "%)\n";
-  t += "compression: " + Fixed(compression, 2) + ":1\n";
+       Fixed(100 * f.physical, 1) + "%)\n";
+  t += "compression: " + Fixed(f.compression, 2) + ":1\n";
   if (a.drive_model().enabled()) {
     t += "drive model: " + a.drive_model().Spec() + " (each I/O completes at its modeled time)\n";
   }
-  t += "RAID10:      " + Fixed(100 * coverage, 1) + "% of user data" + hot_text + "; segments " +
+  t += "RAID10:      " + Fixed(100 * f.coverage, 1) + "% of user data" + hot_text + "; segments " +
        std::to_string(as.raid5_segments) + " RAID5, " + std::to_string(as.raid10_segments) +
        " RAID10, " + std::to_string(as.open_segments) + " open, " +
        std::to_string(as.free_segments) + " free of " + std::to_string(as.segments) + "\n";
   char since[32] = "?";
-  const time_t since_t = static_cast<time_t>(life.since_unix);
+  const time_t since_t = static_cast<time_t>(f.life.since_unix);
   struct tm tm_utc;
   if (gmtime_r(&since_t, &tm_utc))
     std::strftime(since, sizeof(since), "%Y-%m-%d %H:%M UTC", &tm_utc);
-  t += "WA:          log " + Fixed(log_wa) + ", RAID " + Fixed(raid_wa) + ", device " +
-       Fixed(dev_waf) + " since " + since + " (" + std::to_string(life.opens) +
-       " opens); this open: log " + Fixed(open_log_wa) + ", RAID " + Fixed(open_raid_wa) +
-       ", device " + Fixed(open_dev_waf) + " (- under 1 MiB written)\n";
+  t += "WA:          log " + Fixed(f.wa.log) + ", RAID " + Fixed(f.wa.raid) + ", device " +
+       Fixed(f.wa.device) + " since " + since + " (" + std::to_string(f.life.opens) +
+       " opens); this open: log " + Fixed(f.wa.open_log) + ", RAID " + Fixed(f.wa.open_raid) +
+       ", device " + Fixed(f.wa.open_device) + " (- under 1 MiB written)\n";
   if (!a.counters_note().empty()) t += "             (" + a.counters_note() + ")\n";
   t += "conversions: " + std::to_string(as.conversions_to_raid10) + " to RAID10, " +
        std::to_string(as.conversions_to_raid5) + " to RAID5, " + Mib(as.conversion_bytes) +
@@ -310,8 +316,48 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
          " (drives " + Fixed(ot.drives_seconds, 2) + " s, array " + Fixed(ot.array_seconds, 2) +
          " s, log " + Fixed(ot.volume_seconds, 2) + " s)\n";
   }
-  t += sched_text + "\n" + rebuild_text + "volumes:\n" + vol_text + "devices:\n" + dev_text;
-  return {0, t};
+  return t;
+}
+
+}  // namespace
+
+AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
+  StatusFigures f{.as = a.array().stats(), .vs = a.volume().stats()};
+  f.devices = Devices(a, f.as);
+  f.health = f.as.data_at_risk              ? "data-at-risk"
+             : state.rebuilding_device >= 0 ? "rebuilding"
+             : f.as.degraded                ? "degraded"
+                                            : "ok";
+  f.life = a.Lifetime();
+  f.wa = WaOf(f.life, f.vs.engine, f.devices.sum);
+  const DriveStats& sum = f.devices.sum;
+  f.coverage = Ratio(double(f.as.raid10_user_blocks), double(f.as.user_blocks));
+  f.physical = Ratio(double(sum.live_bytes), double(sum.usable_bytes));
+  f.compression = Ratio(double(BlocksToBytes(sum.mapped_blocks)), double(sum.live_bytes));
+  Json j = StatusJson(a, f);
+  Json vol_json = Json::array();
+  std::string vol_text;
+  for (const VolumeReport& r : a.volumes().List()) {
+    vol_json.push_back(VolumeJson(r));
+    vol_text += VolumeLine(r);
+  }
+  j["volumes"] = vol_json;
+  const SchedulerSection sched = SchedulerReport(a, f.as);
+  j["hot_read_coverage"] = sched.hot_read_coverage;
+  j["scheduler"] = sched.json;
+  std::string rebuild_text;
+  if (state.rebuilding_device >= 0) {
+    j["rebuild"] = Json::object({{"device", uint64_t(state.rebuilding_device.load())},
+                                 {"segments_done", state.rebuild_done.load()},
+                                 {"segments_total", state.rebuild_total.load()},
+                                 {"bytes", state.rebuild_bytes.load()}});
+    rebuild_text = "rebuild:     device " + std::to_string(state.rebuilding_device.load()) +
+                   ", segment " + std::to_string(state.rebuild_done.load()) + " of " +
+                   std::to_string(state.rebuild_total.load()) + "\n";
+  }
+  if (json) return {0, j.dump() + "\n"};
+  return {0, StatusText(a, f, sched.hot_text) + sched.text + "\n" + rebuild_text + "volumes:\n" +
+                 vol_text + "devices:\n" + f.devices.text};
 }
 
 AdminReply InspectReport(ArrayDir& a, bool json, uint32_t bins) {
