@@ -222,12 +222,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   return a;
 }
 
-Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
-  ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
-  // The lifetime counters: missing (an array from before they existed) or damaged, they
-  // start again from zero, and status says since when and why.
+namespace {
+// The lifetime counters: missing (an array from before they existed) or damaged, they
+// start again from zero, and `note` says since when and why.
+LifetimeCounters LoadLifetime(const std::string& dir, std::string* note) {
   LifetimeCounters base;
-  std::string counters_note;
   if (auto st = ReadKeyValues(dir, kStatsFile, kStatsMagic); st.ok()) {
     try {
       for (const auto& [name, field] : CounterFields()) base.*field = std::stoull(st->at(name));
@@ -235,48 +234,32 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
       base.opens = std::stoull(st->at("opens"));
     } catch (...) {
       base = LifetimeCounters{};
-      counters_note =
-          dir + "/" + kStatsFile + ": a field is missing or bad; counting again from now";
+      *note = dir + "/" + kStatsFile + ": a field is missing or bad; counting again from now";
     }
   } else {
-    counters_note =
-        st.status().code() == StatusCode::kNotFound
-            ? std::string("no lifetime counters before this open (") + kStatsFile + " missing)"
-            : st.status().message() + "; counting again from now";
+    *note = st.status().code() == StatusCode::kNotFound
+                ? std::string("no lifetime counters before this open (") + kStatsFile + " missing)"
+                : st.status().message() + "; counting again from now";
   }
   if (base.since_unix == 0) base.since_unix = UnixNow();
   ++base.opens;
-  for (const char* key : {"devices", "compression", "flashalloc", "placement", "gp", "scheme"}) {
-    if (!kv.count(key)) return Status::Corruption(dir + "/" + kManifest + ": no " + key);
-  }
+  return base;
+}
+
+// What a manifest says the drives, the volume and the scheduler are.
+struct ManifestOptions {
   uint32_t devices = 0;
-  double gp = 0;
-  try {
-    devices = static_cast<uint32_t>(std::stoul(kv["devices"]));
-    gp = std::stod(kv["gp"]);
-  } catch (...) {
-    return Status::Corruption(dir + "/" + kManifest + ": bad devices or gp");
-  }
-  if (devices < kMinDevices || devices > kMaxDevices)
-    return Status::Corruption("manifest: bad device count");
   DriveOptions drive;
-  ERAID_ASSIGN_OR_RETURN(drive.codec, ParseCodecConfig(kv["compression"]));
-  drive.flashalloc = kv["flashalloc"] != "off";
-  SetServingDriveOptions(&drive);
-  VolumeOptions vo;
-  vo.placement = kv["placement"];
-  // Absent in manifests written before the key existed: those volumes collected by GP.
-  if (kv.count("gc") && kv["gc"] != "free-space" && kv["gc"] != "gp") {
-    return Status::Corruption(dir + "/" + kManifest + ": gc must be free-space or gp");
-  }
-  vo.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace
-                                                          : GcTrigger::kGarbageProportion;
-  vo.gp_threshold = gp;
-  vo.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
-  SchedulerOptions so;  // absent in manifests from before the scheduler: its defaults
+  VolumeOptions volume;
+  SchedulerOptions scheduler;  // its defaults where a manifest from before it says nothing
+};
+
+Result<SchedulerOptions> SchedulerOptionsOf(std::map<std::string, std::string>& kv,
+                                            const std::string& where) {
+  SchedulerOptions so;
   if (kv.count("policy")) {
     auto p = ParsePolicy(kv["policy"]);
-    if (!p.ok()) return Status::Corruption(dir + "/" + kManifest + ": " + p.status().message());
+    if (!p.ok()) return Status::Corruption(where + ": " + p.status().message());
     so.policy = *p;
   }
   try {
@@ -285,21 +268,61 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     if (kv.count("hot_half_life_ms")) so.hotness.half_life_ms = std::stoull(kv["hot_half_life_ms"]);
     if (kv.count("conversion_share")) so.conversion_share = std::stod(kv["conversion_share"]);
   } catch (...) {
-    return Status::Corruption(dir + "/" + kManifest +
+    return Status::Corruption(where +
                               ": bad beta, convert_rate, hot_half_life_ms or conversion_share");
   }
   if (!(so.conversion_share >= 0 && so.conversion_share <= 1))
-    return Status::Corruption(dir + "/" + kManifest + ": conversion_share is not 0..1");
-  if (so.hotness.half_life_ms == 0)
-    return Status::Corruption(dir + "/" + kManifest + ": hot_half_life_ms is 0");
+    return Status::Corruption(where + ": conversion_share is not 0..1");
+  if (so.hotness.half_life_ms == 0) return Status::Corruption(where + ": hot_half_life_ms is 0");
+  return so;
+}
+
+Result<ManifestOptions> ManifestOptionsOf(std::map<std::string, std::string>& kv,
+                                          const std::string& dir) {
+  const std::string where = dir + "/" + kManifest;
+  for (const char* key : {"devices", "compression", "flashalloc", "placement", "gp", "scheme"}) {
+    if (!kv.count(key)) return Status::Corruption(where + ": no " + key);
+  }
+  ManifestOptions o;
+  double gp = 0;
+  try {
+    o.devices = static_cast<uint32_t>(std::stoul(kv["devices"]));
+    gp = std::stod(kv["gp"]);
+  } catch (...) {
+    return Status::Corruption(where + ": bad devices or gp");
+  }
+  if (o.devices < kMinDevices || o.devices > kMaxDevices)
+    return Status::Corruption("manifest: bad device count");
+  ERAID_ASSIGN_OR_RETURN(o.drive.codec, ParseCodecConfig(kv["compression"]));
+  o.drive.flashalloc = kv["flashalloc"] != "off";
+  SetServingDriveOptions(&o.drive);
+  o.volume.placement = kv["placement"];
+  // Absent in manifests written before the key existed: those volumes collected by GP.
+  if (kv.count("gc") && kv["gc"] != "free-space" && kv["gc"] != "gp") {
+    return Status::Corruption(where + ": gc must be free-space or gp");
+  }
+  o.volume.gc_when = kv.count("gc") && kv["gc"] == "free-space" ? GcTrigger::kFreeSpace
+                                                                : GcTrigger::kGarbageProportion;
+  o.volume.gp_threshold = gp;
+  o.volume.scheme = kv["scheme"] == "raid10" ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5;
+  ERAID_ASSIGN_OR_RETURN(o.scheduler, SchedulerOptionsOf(kv, where));
+  return o;
+}
+}  // namespace
+
+Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
+  ERAID_ASSIGN_OR_RETURN(auto kv, ReadManifest(dir));
+  std::string counters_note;
+  const LifetimeCounters base = LoadLifetime(dir, &counters_note);
+  ERAID_ASSIGN_OR_RETURN(const ManifestOptions o, ManifestOptionsOf(kv, dir));
   auto a = std::unique_ptr<ArrayDir>(new ArrayDir());
   a->dir_ = dir;
   ERAID_RETURN_IF_ERROR(a->Lock());
   a->manifest_ = kv;
   a->lifetime_base_ = base;
   a->counters_note_ = counters_note;
-  a->scheduler_options_ = so;
-  a->drive_options_ = drive;
+  a->scheduler_options_ = o.scheduler;
+  a->drive_options_ = o.drive;
   ERAID_ASSIGN_OR_RETURN(a->io_timeout_ms_, ParseTimeoutMs(kv, dir + "/" + kManifest));
   ERAID_ASSIGN_OR_RETURN(a->drive_model_, ParseDriveModel(kv, dir + "/" + kManifest));
   using Clock = std::chrono::steady_clock;
@@ -307,50 +330,13 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   const Clock::time_point t_open = Clock::now();
-  // The drives open side by side, one thread each: an open is mostly waiting for reads
-  // (a crashed drive's is one per erase unit).
-  for (uint32_t i = 0; i < devices; ++i) {
+  for (uint32_t i = 0; i < o.devices; ++i) {
     auto p = kv.find("drive." + std::to_string(i));
     a->paths_.push_back(p == kv.end() ? DrivePath(dir, i) : p->second);
   }
-  a->files_.resize(devices);
-  a->drives_.resize(devices);
-  a->timing_.resize(devices);
-  std::vector<Status> opened(devices);
-  {
-    std::vector<std::thread> openers;
-    for (uint32_t i = 0; i < devices; ++i) {
-      openers.emplace_back([&, i] {
-        const std::string& path = a->paths_[i];
-        auto file = OpenFlash(path, 0, a->io_timeout_ms_);
-        if (!file.ok() && NbdBackend::IsUri(path) && file.status().code() == StatusCode::kIoError) {
-          // A drive host that is down: the array opens without it (if it can do without).
-          a->files_[i] = std::make_unique<UnreachableBackend>(path, file.status().message());
-          return;
-        }
-        if (!file.ok()) {
-          opened[i] = file.status();
-          return;
-        }
-        // The open reads its checkpoints and summaries on the ring (see FileBackend).
-        if (auto* f = dynamic_cast<FileBackend*>(file->get())) f->set_reads_through_mapping(false);
-        DriveOptions options = drive;
-        Backend& flash = TimedFlashOf(a->drive_model_, **file, &a->timing_[i], &options);
-        auto d = CompressedDrive::Open(flash, options);
-        if (!d.ok()) {
-          a->timing_[i].reset();
-          opened[i] = d.status().WithContext(path);
-          return;
-        }
-        a->files_[i] = std::move(*file);
-        a->drives_[i] = std::move(*d);
-      });
-    }
-    for (auto& t : openers) t.join();
-  }
-  for (const Status& s : opened) ERAID_RETURN_IF_ERROR(s);
+  ERAID_RETURN_IF_ERROR(a->OpenDrives(o.drive));
   std::vector<Backend*> devs;
-  for (uint32_t i = 0; i < devices; ++i)
+  for (uint32_t i = 0; i < o.devices; ++i)
     devs.push_back(a->drives_[i] ? DeviceOf(*a->drives_[i], a->timing_[i].get())
                                  : a->files_[i].get());
   a->open_times_.drives_seconds = since(t_open);
@@ -358,11 +344,11 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
     if (d && d->opened_after_crash()) ++a->open_times_.crashed_drives;
   const Clock::time_point t_array = Clock::now();
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Open(devs));
-  a->array_->set_row_codec(drive.codec);
+  a->array_->set_row_codec(o.drive.codec);
   a->array_->StartRowWriter();
   a->open_times_.array_seconds = since(t_array);
   const Clock::time_point t_volume = Clock::now();
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(vo)));
+  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(o.volume)));
   a->open_times_.volume_seconds = since(t_volume);
   // An array from before named volumes has no table: its volume is the default one.
   auto table = LoadVolumes(dir);
@@ -374,16 +360,59 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   // drives' checkpoint payloads) are freed by now, but the heap keeps their pages: give
   // them back, so a restarted server holds what a fresh one would for the same data.
   ::malloc_trim(0);
+  a->ReadThroughMappings();
+  return a;
+}
+
+Status ArrayDir::OpenDrives(const DriveOptions& drive) {
+  const auto devices = static_cast<uint32_t>(paths_.size());
+  files_.resize(devices);
+  drives_.resize(devices);
+  timing_.resize(devices);
+  std::vector<Status> opened(devices);
+  std::vector<std::thread> openers;
+  for (uint32_t i = 0; i < devices; ++i) {
+    openers.emplace_back([&, i] {
+      const std::string& path = paths_[i];
+      auto file = OpenFlash(path, 0, io_timeout_ms_);
+      if (!file.ok() && NbdBackend::IsUri(path) && file.status().code() == StatusCode::kIoError) {
+        // A drive host that is down: the array opens without it (if it can do without).
+        files_[i] = std::make_unique<UnreachableBackend>(path, file.status().message());
+        return;
+      }
+      if (!file.ok()) {
+        opened[i] = file.status();
+        return;
+      }
+      // The open reads its checkpoints and summaries on the ring (see FileBackend).
+      if (auto* f = dynamic_cast<FileBackend*>(file->get())) f->set_reads_through_mapping(false);
+      DriveOptions options = drive;
+      Backend& flash = TimedFlashOf(drive_model_, **file, &timing_[i], &options);
+      auto d = CompressedDrive::Open(flash, options);
+      if (!d.ok()) {
+        timing_[i].reset();
+        opened[i] = d.status().WithContext(path);
+        return;
+      }
+      files_[i] = std::move(*file);
+      drives_[i] = std::move(*d);
+    });
+  }
+  for (auto& t : openers) t.join();
+  for (const Status& s : opened) ERAID_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+void ArrayDir::ReadThroughMappings() {
   // Serving reads through the mappings again. (The pages an open read through them,
   // before it read on the ring, were ~110 MiB for four 16 GiB drives with 4 GiB written:
   // should any have been, they are let go.)
-  for (const auto& f : a->files_) {
+  for (const auto& f : files_) {
     if (auto* file = dynamic_cast<FileBackend*>(f.get())) {
       file->ReleaseMappedPages();
       file->set_reads_through_mapping(true);
     }
   }
-  return a;
 }
 
 std::vector<std::optional<NbdLinkStats>> ArrayDir::links() const {

@@ -144,6 +144,12 @@ class ArrayDir {
   Status WriteManifestFile() const;
   Status SaveLifetime() const;
   Status OpenVolumes(std::vector<VolumeRecord> table);
+  // Open's steps: the drives at paths_, side by side (one thread each: an open is mostly
+  // waiting for reads), into files_, timing_ and drives_ (a drive host that is down: an
+  // UnreachableBackend, the array opening without it); then, once open, the file
+  // drives' reads through their mappings again.
+  Status OpenDrives(const DriveOptions& drive);
+  void ReadThroughMappings();
   void StopSaver();
   std::string dir_;
   int lock_fd_ = -1;
