@@ -15,7 +15,6 @@ exec python3 - "$@" <<'PY'
 import os, re, sys
 LIMIT = 100
 ALLOWED = {  # file: function, still over LIMIT lines (issue 55, step 5)
-    ("tools/cli/demo.cc", "RunDemo"),
     ("tools/sim/eraid_tracegen.cc", "main"),
     ("tools/cli/eraid_cli.cc", "Create"),
     ("tools/bench/drive_bench.cc", "Model"),
