@@ -239,7 +239,8 @@ constexpr const char* kTimeScaleHelp =
     "slow the whole drive model by this factor (e.g. 20), so that the drives, not the CPU, "
     "bound the array";
 
-int Create(int argc, char** argv) {
+// create's options as given, before they are checked.
+struct CreateArgs {
   std::string dir, device_size = "256M", chunk = "64K", compression = "zstd:-3", flashalloc = "on";
   std::string placement = "sepbit", gc = "free-space", policy = "elastic", convert_rate = "64M";
   double beta = 0.9, hot_half_life_s = 10, io_timeout_s = 30, time_scale = -1,
@@ -249,117 +250,122 @@ int Create(int argc, char** argv) {
   uint32_t devices = 4, rows = 16;
   double expansion = 2.0;
   bool force = false;
+};
+
+// The scheduler's options: InvalidArgument, saying which, if one is out of range.
+Status CreateSchedulerOptions(const CreateArgs& c, SchedulerOptions* out) {
+  ERAID_ASSIGN_OR_RETURN(out->policy, ParsePolicy(c.policy));
+  if (!(c.beta >= 0.1 && c.beta <= 1.0)) return Status::InvalidArgument("--beta must be 0.1..1");
+  auto rate = ParseSize(c.convert_rate);
+  if (!rate.ok()) return Status::InvalidArgument("--convert-rate: " + rate.status().message());
+  out->beta = c.beta;
+  out->rate_bytes_per_sec = *rate;
+  if (!(c.hot_half_life_s >= 2 && c.hot_half_life_s <= 3600))
+    return Status::InvalidArgument("--hot-half-life must be 2..3600 seconds");
+  out->hotness.half_life_ms = static_cast<uint64_t>(c.hot_half_life_s * 1000);
+  if (!(c.conversion_share >= 0 && c.conversion_share <= 1))
+    return Status::InvalidArgument("--conversion-share must be 0..1");
+  out->conversion_share = c.conversion_share;
+  return Status::Ok();
+}
+
+// Everything else create takes, checked in the order the options were before.
+Status CreateOptions(const CreateArgs& c, ArrayDirOptions* o) {
+  auto size = ParseSize(c.device_size);
+  auto chunk_bytes = ParseSize(c.chunk);
+  auto codec = ParseCodecConfig(c.compression);
+  for (const Status& s : {size.status(), chunk_bytes.status(), codec.status()}) {
+    ERAID_RETURN_IF_ERROR(s);
+  }
+  if (c.flashalloc != "on" && c.flashalloc != "off")
+    return Status::InvalidArgument("--flashalloc must be on or off");
+  if (c.gc != "free-space" && c.gc != "gp")
+    return Status::InvalidArgument("--gc must be free-space or gp");
+  ERAID_RETURN_IF_ERROR(CreateSchedulerOptions(c, &o->scheduler));
+  if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) ||
+      (*chunk_bytes & (*chunk_bytes - 1)) != 0 || *chunk_bytes > (1u << 20)) {
+    return Status::InvalidArgument("--chunk must be a power of two from 4K to 1M");
+  }
+  if (!(c.expansion >= 1.0 && c.expansion <= 16.0))
+    return Status::InvalidArgument("--expansion must be 1..16");
+  if (c.rows < 1 || c.rows > 4096)
+    return Status::InvalidArgument("--rows-per-slot must be 1..4096");
+  if (!(c.io_timeout_s >= 0.001 && c.io_timeout_s <= 86400))
+    return Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds");
+  o->io_timeout_ms = static_cast<uint32_t>(std::llround(c.io_timeout_s * 1000));
+  o->device_size_bytes = *size;
+  o->drive.codec = *codec;
+  o->drive.expansion = c.expansion;
+  o->drive.flashalloc = c.flashalloc == "on";
+  ERAID_ASSIGN_OR_RETURN(o->drive_model, DriveModelOption(c.drive_model, c.time_scale));
+  o->array.chunk_blocks = static_cast<uint32_t>(BytesToBlocks(*chunk_bytes));
+  o->array.rows_per_slot = c.rows;
+  o->volume.placement = c.placement;
+  o->volume.gc_when = c.gc == "gp" ? GcTrigger::kGarbageProportion : GcTrigger::kFreeSpace;
+  return Status::Ok();
+}
+
+int Create(int argc, char** argv) {
+  CreateArgs c;
   po::options_description desc("eraid create --dir DIR [options]\noptions");
-  desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
+  desc.add_options()("help,h", "this text")("dir", po::value(&c.dir)->required(),
                                             "directory for the manifest (and the drive files)")(
-      "devices", po::value(&devices)->default_value(devices), "drives, n+1 (3..16)")(
-      "device-size", po::value(&device_size)->default_value(device_size),
+      "devices", po::value(&c.devices)->default_value(c.devices), "drives, n+1 (3..16)")(
+      "device-size", po::value(&c.device_size)->default_value(c.device_size),
       "flash per emulated drive (e.g. 256M, 1G)")(
-      "device", po::value(&device_paths)->composing(),
+      "device", po::value(&c.device_paths)->composing(),
       "a drive's flash, once per drive (default DIR/driveK): a file, a block device, or an NBD "
       "export on another host (nbd://HOST:PORT/EXPORT, nbds://... with ?tls-psk-file=FILE, "
       "nbd+unix:///EXPORT?socket=PATH)")("io-timeout",
-                                         po::value(&io_timeout_s)->default_value(io_timeout_s),
+                                         po::value(&c.io_timeout_s)->default_value(c.io_timeout_s),
                                          "seconds a remote drive's request may take before the "
                                          "drive is failed (0.001..86400; `eraid set` changes it)")(
-      "chunk", po::value(&chunk)->default_value(chunk), "RAID chunk (4K..1M, a power of two)")(
-      "rows-per-slot", po::value(&rows)->default_value(rows), "rows per segment slot")(
-      "expansion", po::value(&expansion)->default_value(expansion),
+      "chunk", po::value(&c.chunk)->default_value(c.chunk), "RAID chunk (4K..1M, a power of two)")(
+      "rows-per-slot", po::value(&c.rows)->default_value(c.rows), "rows per segment slot")(
+      "expansion", po::value(&c.expansion)->default_value(c.expansion),
       "drive logical/physical size (1..16)")(
-      "compression", po::value(&compression)->default_value(compression), "zstd:LEVEL or none")(
-      "flashalloc", po::value(&flashalloc)->default_value(flashalloc), "on | off")(
-      "drive-model", po::value(&drive_model)->default_value(drive_model), kDriveModelHelp)(
-      "time-scale", po::value(&time_scale), kTimeScaleHelp)(
-      "placement", po::value(&placement)->default_value(placement),
+      "compression", po::value(&c.compression)->default_value(c.compression), "zstd:LEVEL or none")(
+      "flashalloc", po::value(&c.flashalloc)->default_value(c.flashalloc), "on | off")(
+      "drive-model", po::value(&c.drive_model)->default_value(c.drive_model), kDriveModelHelp)(
+      "time-scale", po::value(&c.time_scale), kTimeScaleHelp)(
+      "placement", po::value(&c.placement)->default_value(c.placement),
       "sepbit | nosep | sepgc | dac | fadac | warcip | hybrid")(
-      "policy", po::value(&policy)->default_value(policy),
+      "policy", po::value(&c.policy)->default_value(c.policy),
       "conversion policy: elastic | raid5 | raid10 | manual")(
-      "beta", po::value(&beta)->default_value(beta),
+      "beta", po::value(&c.beta)->default_value(c.beta),
       "physical use target, a fraction of the flash (0.1..1)")(
-      "convert-rate", po::value(&convert_rate)->default_value(convert_rate),
+      "convert-rate", po::value(&c.convert_rate)->default_value(c.convert_rate),
       "background conversion limit, bytes/s (0 = none)")(
-      "hot-half-life", po::value(&hot_half_life_s)->default_value(hot_half_life_s),
+      "hot-half-life", po::value(&c.hot_half_life_s)->default_value(c.hot_half_life_s),
       "seconds in which a segment's access count halves (2..3600): the scheduler's memory of what "
-      "is hot")("conversion-share", po::value(&conversion_share)->default_value(conversion_share),
+      "is hot")("conversion-share",
+                po::value(&c.conversion_share)->default_value(c.conversion_share),
                 "under write churn, conversion traffic as a share of the bytes written "
                 "(0..1; 0 = no limit)")(
-      "gc", po::value(&gc)->default_value(gc),
+      "gc", po::value(&c.gc)->default_value(c.gc),
       "when the log collects: free-space (when free segments run low) | gp (whenever "
-      "garbage > 15%, as the SepBIT paper)")("force", po::bool_switch(&force),
+      "garbage > 15%, as the SepBIT paper)")("force", po::bool_switch(&c.force),
                                              "overwrite an existing array");
   po::variables_map vm;
   if (int rc = Parse("create", desc, argc, argv, &vm); rc >= 0) return rc;
   ArrayDirOptions o;
-  o.devices = devices;
-  o.device_paths = device_paths;
-  if (!device_paths.empty() && !vm["devices"].defaulted() && devices != device_paths.size()) {
+  o.devices = c.devices;
+  o.device_paths = c.device_paths;
+  if (!c.device_paths.empty() && !vm["devices"].defaulted() && c.devices != c.device_paths.size()) {
     return Die("create",
-               Status::InvalidArgument("--devices " + std::to_string(devices) + " but " +
-                                       std::to_string(device_paths.size()) + " --device paths"),
+               Status::InvalidArgument("--devices " + std::to_string(c.devices) + " but " +
+                                       std::to_string(c.device_paths.size()) + " --device paths"),
                2);
   }
-  if (!device_paths.empty()) o.devices = static_cast<uint32_t>(device_paths.size());
-  auto size = ParseSize(device_size);
-  auto chunk_bytes = ParseSize(chunk);
-  auto codec = ParseCodecConfig(compression);
-  for (const Status& s : {size.status(), chunk_bytes.status(), codec.status()}) {
-    if (!s.ok()) return Die("create", s, 2);
-  }
-  if (flashalloc != "on" && flashalloc != "off") {
-    return Die("create", Status::InvalidArgument("--flashalloc must be on or off"), 2);
-  }
-  if (gc != "free-space" && gc != "gp")
-    return Die("create", Status::InvalidArgument("--gc must be free-space or gp"), 2);
-  auto pol = ParsePolicy(policy);
-  if (!pol.ok()) return Die("create", pol.status(), 2);
-  if (!(beta >= 0.1 && beta <= 1.0))
-    return Die("create", Status::InvalidArgument("--beta must be 0.1..1"), 2);
-  auto rate = ParseSize(convert_rate);
-  if (!rate.ok())
-    return Die("create", Status::InvalidArgument("--convert-rate: " + rate.status().message()), 2);
-  o.scheduler.policy = *pol;
-  o.scheduler.beta = beta;
-  o.scheduler.rate_bytes_per_sec = *rate;
-  if (!(hot_half_life_s >= 2 && hot_half_life_s <= 3600)) {
-    return Die("create", Status::InvalidArgument("--hot-half-life must be 2..3600 seconds"), 2);
-  }
-  o.scheduler.hotness.half_life_ms = static_cast<uint64_t>(hot_half_life_s * 1000);
-  if (!(conversion_share >= 0 && conversion_share <= 1)) {
-    return Die("create", Status::InvalidArgument("--conversion-share must be 0..1"), 2);
-  }
-  o.scheduler.conversion_share = conversion_share;
-  if (*chunk_bytes == 0 || !IsBlockAligned(*chunk_bytes) ||
-      (*chunk_bytes & (*chunk_bytes - 1)) != 0 || *chunk_bytes > (1u << 20)) {
-    return Die("create", Status::InvalidArgument("--chunk must be a power of two from 4K to 1M"),
-               2);
-  }
-  if (!(expansion >= 1.0 && expansion <= 16.0)) {
-    return Die("create", Status::InvalidArgument("--expansion must be 1..16"), 2);
-  }
-  if (rows < 1 || rows > 4096)
-    return Die("create", Status::InvalidArgument("--rows-per-slot must be 1..4096"), 2);
-  if (!(io_timeout_s >= 0.001 && io_timeout_s <= 86400)) {
-    return Die("create", Status::InvalidArgument("--io-timeout must be 0.001..86400 seconds"), 2);
-  }
-  o.io_timeout_ms = static_cast<uint32_t>(std::llround(io_timeout_s * 1000));
-  o.device_size_bytes = *size;
-  o.drive.codec = *codec;
-  o.drive.expansion = expansion;
-  o.drive.flashalloc = flashalloc == "on";
-  auto model = DriveModelOption(drive_model, time_scale);
-  if (!model.ok()) return Die("create", model.status(), 2);
-  o.drive_model = *model;
-  o.array.chunk_blocks = static_cast<uint32_t>(BytesToBlocks(*chunk_bytes));
-  o.array.rows_per_slot = rows;
-  o.volume.placement = placement;
-  o.volume.gc_when = gc == "gp" ? GcTrigger::kGarbageProportion : GcTrigger::kFreeSpace;
-  if (ArrayInUse(dir))
-    return Die("create", Status::Busy("the array in " + dir + " is in use (served?)"));
-  auto a = ArrayDir::Create(dir, o, force);
+  if (!c.device_paths.empty()) o.devices = static_cast<uint32_t>(c.device_paths.size());
+  if (Status s = CreateOptions(c, &o); !s.ok()) return Die("create", s, 2);
+  if (ArrayInUse(c.dir))
+    return Die("create", Status::Busy("the array in " + c.dir + " is in use (served?)"));
+  auto a = ArrayDir::Create(c.dir, o, c.force);
   if (!a.ok())
     return Die("create", a.status(), a.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   if (Status s = (*a)->Close(); !s.ok()) return Die("create", s);
-  std::cout << "created " << dir << ": " << o.devices << " drives, volume of "
+  std::cout << "created " << c.dir << ": " << o.devices << " drives, volume of "
             << BlocksToBytes((*a)->volume().capacity_blocks()) / 1048576 << " MiB\n";
   return 0;
 }
