@@ -534,47 +534,47 @@ int Stop(int argc, char** argv) {
 }
 
 // status, fail, replace, scrub, convert, inspect: the admin commands.
+// The admin commands' synopses (the first lines of their --help).
+constexpr std::pair<const char*, const char*> kAdminSynopses[] = {
+    {"status",
+     "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, "
+     "physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith "
+     "--interval: while served, one line per N seconds with that interval's writes and WA per "
+     "layer (like iostat),\nand each volume's reads and writes per second."},
+    {"fail",
+     "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on "
+     "degraded."},
+    {"replace",
+     "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K "
+     "onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online."},
+    {"re-add",
+     "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed "
+     "by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive "
+     "that left, then rebuilds only the segments written, converted or freed since.\nRefused "
+     "for a drive that is another one or an older image, or failed before the server started: "
+     "use replace."},
+    {"scrub",
+     "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; "
+     "repairs what it can. Exit 1 if anything is unrepairable."},
+    {"convert",
+     "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one "
+     "sealed segment, or all of them (paced to --rate user bytes per second)."},
+    {"inspect",
+     "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the "
+     "segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, "
+     "highest, and with --json a histogram over N equal parts of\nthe volume) and, while "
+     "served, its hotness (decayed accesses, and per written block)."},
+};
+
 int AdminCommand(const std::string& name, int argc, char** argv) {
   std::string dir, with, to, segment = "all", rate = "0";
   int device = -1;
   uint32_t bins = 20;
   bool json = false;
   std::string synopsis;
-  if (name == "status")
-    synopsis =
-        "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, "
-        "physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith "
-        "--interval: while served, one line per N seconds with that interval's writes and WA per "
-        "layer (like iostat),\nand each volume's reads and writes per second.";
-  if (name == "fail")
-    synopsis =
-        "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on "
-        "degraded.";
-  if (name == "replace")
-    synopsis =
-        "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K "
-        "onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online.";
-  if (name == "re-add")
-    synopsis =
-        "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed "
-        "by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive "
-        "that left, then rebuilds only the segments written, converted or freed since.\nRefused "
-        "for a drive that is another one or an older image, or failed before the server started: "
-        "use replace.";
-  if (name == "scrub")
-    synopsis =
-        "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; "
-        "repairs what it can. Exit 1 if anything is unrepairable.";
-  if (name == "convert")
-    synopsis =
-        "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one "
-        "sealed segment, or all of them (paced to --rate user bytes per second).";
-  if (name == "inspect")
-    synopsis =
-        "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the "
-        "segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, "
-        "highest, and with --json a histogram over N equal parts of\nthe volume) and, while "
-        "served, its hotness (decayed accesses, and per written block).";
+  for (const auto& [verb, text] : kAdminSynopses) {
+    if (name == verb) synopsis = text;
+  }
   po::options_description desc(synopsis + "\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
                                             "the array directory")("json", po::bool_switch(&json),
