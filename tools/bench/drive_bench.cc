@@ -220,6 +220,21 @@ double ModelCostNs(const DriveProfile& p) {
   return Seconds(start) * 1e9 / kOps;
 }
 
+// A drive formatted on `flash` and its first half written with random data, without the
+// model (its programs would keep the units busy into the run); the blocks written.
+Result<uint64_t> FillHalfUnmodeled(Backend& flash, const DriveOptions& o) {
+  ERAID_ASSIGN_OR_RETURN(auto drive, CompressedDrive::Format(flash, o));
+  const uint64_t span = drive->capacity_blocks() / 2;
+  std::vector<std::byte> chunk(BlocksToBytes(64));
+  std::mt19937_64 rng(2);
+  for (auto& b : chunk) b = std::byte(rng());
+  for (uint64_t lba = 0; lba + 64 <= span; lba += 64) {
+    ERAID_RETURN_IF_ERROR(drive->Write(Lba(lba), chunk));
+  }
+  ERAID_RETURN_IF_ERROR(drive->Close());
+  return span;
+}
+
 // One modeled drive over memory, filled, then `qd` threads of synchronous 4 KiB random
 // reads or writes for `seconds`. What the profile gives: latency at QD 1 and the IOPS
 // cap (RandomReadIops / RandomWriteIops), scaled; at a queue depth, min(qd / latency, cap).
@@ -235,26 +250,11 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
   DriveOptions o;
   o.expansion = 1.0;
   o.codec.enabled = false;  // incompressible data: the profile's byte rates apply as they are
-  uint64_t span = 0;        // half full: no device GC in the run
-  {
-    // Filled without the model (its programs would keep the units busy into the run),
-    // then opened with it.
-    auto filling = CompressedDrive::Format(flash, o);
-    if (!filling.ok()) {
-      std::cerr << "eraid-drive-bench: " << filling.status().ToString() << "\n";
-      return 1;
-    }
-    span = (*filling)->capacity_blocks() / 2;
-    std::vector<std::byte> chunk(BlocksToBytes(64));
-    std::mt19937_64 rng(2);
-    for (auto& b : chunk) b = std::byte(rng());
-    for (uint64_t lba = 0; lba + 64 <= span; lba += 64) {
-      if (Status s = (*filling)->Write(Lba(lba), chunk); !s.ok()) {
-        std::cerr << "eraid-drive-bench: fill: " << s.ToString() << "\n";
-        return 1;
-      }
-    }
-    if (Status s = (*filling)->Close(); !s.ok()) return 1;
+  // Half full: no device GC in the run.
+  auto span = FillHalfUnmodeled(flash, o);
+  if (!span.ok()) {
+    std::cerr << "eraid-drive-bench: fill: " << span.status().ToString() << "\n";
+    return 1;
   }
   auto timing = DriveTiming::Make(*profile, flash);
   o.timing = &timing->model();
@@ -277,7 +277,7 @@ int Model(const std::string& spec, const std::string& rw, uint32_t qd, double se
       std::vector<std::byte> buf(kBlockSize);
       for (auto& b : buf) b = std::byte(rng());
       while (!stop.load(std::memory_order_relaxed)) {
-        const Lba lba(rng() % span);
+        const Lba lba(rng() % *span);
         const auto t0 = std::chrono::steady_clock::now();
         Status s = reads ? dev.Read(lba, buf) : dev.Write(lba, buf);
         if (!s.ok()) std::abort();

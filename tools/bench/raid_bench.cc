@@ -94,6 +94,84 @@ std::pair<uint64_t, double> Fill(ElasticArray& a, SegmentScheme scheme, uint32_t
   return {bytes, Since(t)};
 }
 
+// What every mode runs on.
+struct Bench {
+  std::string kind, tmp;
+  uint32_t devices, segments;
+  uint64_t device_blocks;
+  ArrayOptions ao;
+};
+
+// Fill throughput of each scheme against memcpy's.
+int WriteMode(const Bench& b) {
+  double memcpy_gbps = MemcpyGBps();
+  {  // warm-up: the first array in a process pays the heap's first-touch page faults
+    auto d = MakeDevices("mem", b.devices, b.device_blocks, b.tmp);
+    auto a = std::move(ElasticArray::Create(d->ptrs, b.ao)).value();
+    Fill(*a, SegmentScheme::kRaid10, b.segments);
+  }
+  for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    auto d = MakeDevices("mem", b.devices, b.device_blocks, b.tmp);
+    auto a = std::move(ElasticArray::Create(d->ptrs, b.ao)).value();
+    auto [bytes, secs] = Fill(*a, scheme, b.segments);
+    double gbps = bytes / secs / 1e9;
+    std::printf("write scheme=%s gbps=%.2f memcpy_gbps=%.2f ratio=%.3f\n",
+                raid_format::SchemeName(scheme), gbps, memcpy_gbps, gbps / memcpy_gbps);
+  }
+  return 0;
+}
+
+// Device reads per user read with device 1 failed, for each scheme.
+int DegradedMode(const Bench& b) {
+  for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    auto d = MakeDevices("mem", b.devices, b.device_blocks, b.tmp);
+    auto a = std::move(ElasticArray::Create(d->ptrs, b.ao)).value();
+    std::vector<std::pair<SegmentId, uint32_t>> blocks;
+    Fill(*a, scheme, std::min(b.segments, 8u), &blocks);
+    if (!a->FailDevice(DeviceIndex(1)).ok()) return 1;
+    auto reads = [&] {
+      uint64_t r = 0;
+      for (const auto& dev : a->stats().devices) r += dev.reads;
+      return r;
+    };
+    std::vector<std::byte> out(kBlockSize);
+    uint64_t user = 0, lost = 0, before = reads(), lost_reads = 0;
+    for (auto [s, p] : blocks) {
+      uint64_t r0 = reads();
+      if (!a->Read(s, p, out).ok()) return 1;
+      ++user;
+      if (a->geometry().Primary(s, p).device == 1) {
+        ++lost;
+        lost_reads += reads() - r0;
+      }
+    }
+    std::printf(
+        "degraded scheme=%s devices=%u reads_per_user_read=%.3f reads_per_lost_block=%.3f\n",
+        raid_format::SchemeName(scheme), b.devices, double(reads() - before) / user,
+        double(lost_reads) / lost);
+  }
+  return 0;
+}
+
+// Every sealed segment converted to RAID10 and back, timed.
+int ConvertMode(const Bench& b) {
+  auto d = MakeDevices(b.kind, b.devices, b.device_blocks, b.tmp);
+  auto a = std::move(ElasticArray::Create(d->ptrs, b.ao)).value();
+  auto [bytes, secs] = Fill(*a, SegmentScheme::kRaid5, b.segments);
+  (void)secs;
+  for (auto to : {SegmentScheme::kRaid10, SegmentScheme::kRaid5}) {
+    auto t = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < a->geometry().segments; ++i) {
+      if (a->segment_info(SegmentId(i)).scheme == SegmentScheme::kFree) continue;
+      if (!a->Convert(SegmentId(i), to).ok()) return 1;
+    }
+    double s = Since(t);
+    std::printf("convert backend=%s to=%s mbps=%.0f user_mib=%.0f\n", b.kind.c_str(),
+                raid_format::SchemeName(to), bytes / s / 1e6, bytes / 1048576.0);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,80 +204,22 @@ int main(int argc, char** argv) {
     std::cerr << "eraid-raid-bench: --backend must be mem or file\n";
     return 2;
   }
-  ArrayOptions ao;
-  ao.chunk_blocks = chunk;
-  ao.rows_per_slot = rows;
   auto plan = PlanGeometry(devices, chunk, rows, 1 << 30);
   if (!plan.ok()) {
     std::cerr << "eraid-raid-bench: " << plan.status().ToString() << "\n";
     return 2;
   }
-  const uint64_t device_blocks =
-      plan->meta_blocks + uint64_t{segments + 1} * plan->segment_span_blocks();
-  if (mode == "write") {
-    double memcpy_gbps = MemcpyGBps();
-    {  // warm-up: the first array in a process pays the heap's first-touch page faults
-      auto d = MakeDevices("mem", devices, device_blocks, tmp);
-      auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
-      Fill(*a, SegmentScheme::kRaid10, segments);
-    }
-    for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
-      auto d = MakeDevices("mem", devices, device_blocks, tmp);
-      auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
-      auto [bytes, secs] = Fill(*a, scheme, segments);
-      double gbps = bytes / secs / 1e9;
-      std::printf("write scheme=%s gbps=%.2f memcpy_gbps=%.2f ratio=%.3f\n",
-                  raid_format::SchemeName(scheme), gbps, memcpy_gbps, gbps / memcpy_gbps);
-    }
-    return 0;
-  }
-  if (mode == "degraded") {
-    for (auto scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
-      auto d = MakeDevices("mem", devices, device_blocks, tmp);
-      auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
-      std::vector<std::pair<SegmentId, uint32_t>> blocks;
-      Fill(*a, scheme, std::min(segments, 8u), &blocks);
-      if (!a->FailDevice(DeviceIndex(1)).ok()) return 1;
-      auto reads = [&] {
-        uint64_t r = 0;
-        for (const auto& dev : a->stats().devices) r += dev.reads;
-        return r;
-      };
-      std::vector<std::byte> out(kBlockSize);
-      uint64_t user = 0, lost = 0, before = reads(), lost_reads = 0;
-      for (auto [s, p] : blocks) {
-        uint64_t r0 = reads();
-        if (!a->Read(s, p, out).ok()) return 1;
-        ++user;
-        if (a->geometry().Primary(s, p).device == 1) {
-          ++lost;
-          lost_reads += reads() - r0;
-        }
-      }
-      std::printf(
-          "degraded scheme=%s devices=%u reads_per_user_read=%.3f reads_per_lost_block=%.3f\n",
-          raid_format::SchemeName(scheme), devices, double(reads() - before) / user,
-          double(lost_reads) / lost);
-    }
-    return 0;
-  }
-  if (mode == "convert") {
-    auto d = MakeDevices(kind, devices, device_blocks, tmp);
-    auto a = std::move(ElasticArray::Create(d->ptrs, ao)).value();
-    auto [bytes, secs] = Fill(*a, SegmentScheme::kRaid5, segments);
-    (void)secs;
-    for (auto to : {SegmentScheme::kRaid10, SegmentScheme::kRaid5}) {
-      auto t = std::chrono::steady_clock::now();
-      for (uint32_t i = 0; i < a->geometry().segments; ++i) {
-        if (a->segment_info(SegmentId(i)).scheme == SegmentScheme::kFree) continue;
-        if (!a->Convert(SegmentId(i), to).ok()) return 1;
-      }
-      double s = Since(t);
-      std::printf("convert backend=%s to=%s mbps=%.0f user_mib=%.0f\n", kind.c_str(),
-                  raid_format::SchemeName(to), bytes / s / 1e6, bytes / 1048576.0);
-    }
-    return 0;
-  }
+  Bench b{kind,
+          tmp,
+          devices,
+          segments,
+          plan->meta_blocks + uint64_t{segments + 1} * plan->segment_span_blocks(),
+          {}};
+  b.ao.chunk_blocks = chunk;
+  b.ao.rows_per_slot = rows;
+  if (mode == "write") return WriteMode(b);
+  if (mode == "degraded") return DegradedMode(b);
+  if (mode == "convert") return ConvertMode(b);
   std::cerr << "eraid-raid-bench: unknown mode '" << mode << "'\n";
   return 2;
 }
