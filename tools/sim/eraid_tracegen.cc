@@ -51,8 +51,10 @@ struct Volume {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Options o;
+// The command line into `o`, checked, with its defaults filled in; -1 to go on, else the
+// exit code.
+int ParseArgs(int argc, char** argv, Options* out) {
+  Options& o = *out;
   po::options_description desc("eraid-tracegen [options] > trace.csv\noptions");
   desc.add_options()("help,h", "this text")("pattern",
                                             po::value(&o.pattern)->default_value(o.pattern),
@@ -105,15 +107,20 @@ int main(int argc, char** argv) {
   if (o.seq_blocks == 0) o.seq_blocks = std::max<uint64_t>(1, o.wss / 8);
   if (o.shift_every == 0) o.shift_every = std::max<uint64_t>(1, o.writes / 8);
   if (o.shift_blocks == 0) o.shift_blocks = std::max<uint64_t>(1, o.wss / 16);
-  const bool mixed = o.pattern == "mixed", bursty = o.pattern == "bursty";
+  const bool mixed = o.pattern == "mixed";
   if (mixed && o.seq_blocks >= o.wss) {
     std::cerr << "eraid-tracegen: --seq-blocks must be below --wss-blocks\n";
     return 2;
   }
   o.burst_blocks = std::min(o.burst_blocks, mixed ? o.seq_blocks : o.wss);
+  return -1;
+}
+
+// Writes the trace to stdout.
+void Generate(const Options& o) {
+  const bool mixed = o.pattern == "mixed", bursty = o.pattern == "bursty";
   // The zipf part's LBAs: the whole working set, or (mixed) all but the sequential region.
   const uint64_t zipf_span = mixed ? o.wss - o.seq_blocks : o.wss;
-
   std::mt19937_64 rng(o.seed);
   // Zipf CDF over ranks; ranks are scattered over the LBA space by a permutation.
   std::vector<double> cdf(zipf_span);
@@ -189,5 +196,11 @@ int main(int argc, char** argv) {
     }
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+int main(int argc, char** argv) {
+  Options o;
+  if (int rc = ParseArgs(argc, argv, &o); rc >= 0) return rc;
+  Generate(o);
   return 0;
 }
