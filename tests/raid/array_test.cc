@@ -723,15 +723,19 @@ struct Recorder final : Backend {
     if (on && lba.value >= segment_start) ++single_reads;
   }
 };
-// `n` recorders, and the devices an array is made of.
-std::vector<Backend*> Recorders(uint32_t n, std::vector<std::unique_ptr<Recorder>>* recorders) {
-  std::vector<Backend*> devs;
-  for (uint32_t d = 0; d < n; ++d) {
-    recorders->push_back(std::make_unique<Recorder>(8192));
-    devs.push_back(recorders->back().get());
+// An array over `n` recorders (4-block chunks, 4 rows per slot).
+struct RecordedArray {
+  explicit RecordedArray(uint32_t n) {
+    for (uint32_t d = 0; d < n; ++d) {
+      recorders.push_back(std::make_unique<Recorder>(8192));
+      devs.push_back(recorders.back().get());
+    }
+    array = MakeArray(devs, 4, 4);
   }
-  return devs;
-}
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<Backend*> devs;
+  std::unique_ptr<ElasticArray> array;
+};
 }  // namespace
 
 // Open walks every segment's chain of summaries at once, a wave at a time, and reads each
@@ -739,9 +743,8 @@ std::vector<Backend*> Recorders(uint32_t n, std::vector<std::unique_ptr<Recorder
 // waits on the media once per wave, not once per summary.
 TEST(ArrayTest, OpenReadsEachWaveOfSummariesInOneBatchPerDevice) {
   constexpr uint32_t kDevices = 4;
-  std::vector<std::unique_ptr<Recorder>> recorders;
-  std::vector<Backend*> devs = Recorders(kDevices, &recorders);
-  auto array = MakeArray(devs, 4, 4);
+  RecordedArray rig(kDevices);
+  auto& [recorders, devs, array] = rig;
   ASSERT_NE(array, nullptr);
   // Segment k holds 2k+1 batches of one block each (a flush closes a batch): chains of
   // 1, 3, ..., 11 summaries, 36 in all.
@@ -793,9 +796,8 @@ TEST(ArrayTest, OpenReadsEachWaveOfSummariesInOneBatchPerDevice) {
 // 45k blocks over four NBD drives, docs/raid.md). It still finds a rotten parity block.
 TEST(ArrayTest, ScrubReadsEachSegmentInBatchesAndStillFindsBadRedundancy) {
   constexpr uint32_t kDevices = 4;
-  std::vector<std::unique_ptr<Recorder>> recorders;
-  std::vector<Backend*> devs = Recorders(kDevices, &recorders);
-  auto array = MakeArray(devs, 4, 4);
+  RecordedArray rig(kDevices);
+  auto& [recorders, devs, array] = rig;
   ASSERT_NE(array, nullptr);
   std::mt19937_64 rng(11);
   constexpr uint32_t kSegments = 4;
