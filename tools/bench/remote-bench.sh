@@ -12,14 +12,17 @@
 # of one remote round trip alone, from which a bound on the remote array's reads follows
 # (each array read is a local-array read plus one such round trip, on the same cores).
 #
-# Usage: tools/bench/remote-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S] [--rounds N]
+# Usage: tools/bench/remote-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--runtime S] [--rounds N] [--drive-model SPEC]
 #                                    [--host-threads N]
 #   --host-threads: each drive host's nbdkit --threads (default 1: its file is in the page
 #   cache, so a request is a copy and a hand-off to a worker thread costs more than it).
+#   --drive-model SPEC: the drives' timing model (default none: this bench measures the NBD
+#   path's CPU and round trips against nbdkit's memory plugin, which a model would hide).
 #   a full run rewrites the remote-bench section of docs/benchmarks.md; --quick prints only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+BENCH_DRIVE_MODEL=${BENCH_DRIVE_MODEL:-none}  # before lib.sh, whose default is a model
 . "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
@@ -28,7 +31,7 @@ ROUNDS=4
 HOST_THREADS=1
 TMPBASE=${TMPDIR:-/tmp}
 quick_defaults() { RUNTIME=4; ROUNDS=1; }  # --quick
-bench_args remote-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --rounds=ROUNDS --host-threads=HOST_THREADS' "$@"
+bench_args remote-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --runtime=RUNTIME --rounds=ROUNDS --host-threads=HOST_THREADS --drive-model=BENCH_DRIVE_MODEL' "$@"
 case "$RUNTIME$ROUNDS$HOST_THREADS" in *[!0-9]*) echo "remote-bench: --runtime, --rounds and --host-threads take whole numbers" >&2; exit 2 ;; esac
 [ "$ROUNDS" -ge 1 ] && [ "$RUNTIME" -ge "$ROUNDS" ] || { echo "remote-bench: need 1 <= --rounds <= --runtime" >&2; exit 2; }
 ERAID=$BUILD/tools/eraid
@@ -143,7 +146,7 @@ OUT=$WORK/section.md
   echo "## Drives on other hosts (issue 18)"
   echo
   echo "Command: \`tools/bench/remote-bench.sh$([ "$QUICK" = 1 ] && echo " --quick")\` — $(date -u +%Y-%m-%d), $(nproc) cores, fio $(fio --version | sed 's/fio-//'), nbdkit $(nbdkit --version | awk '{print $2}')."
-  echo "Two arrays of 4 emulated drives (${DEVSIZE} of flash each, defaults otherwise), served by \`eraid serve\`:"
+  echo "Two arrays of 4 emulated drives (${DEVSIZE} of flash each, drive model ${BENCH_DRIVE_MODEL}, defaults otherwise), served by \`eraid serve\`:"
   echo "one over local files, one whose drives' flash is four \`nbdkit file\` exports on loopback TCP (\`--device nbd://127.0.0.1:PORT/\`),"
   echo "the files of both on the same file system ($(df -T "$TMPBASE" | awk 'NR==2{print $2}')). fio ioengine=nbd over the"
   echo "served volume's Unix socket, 4 KiB, QD 16, \`buffer_compress_percentage=50\`, over a $REGION region written once first,"

@@ -7,16 +7,18 @@
 #     without (a file system mounted without discard: deleted blocks stay valid).
 #  2. 4 KiB random write and read IOPS, QD 16 each, on one named volume alone and on two
 #     side by side (each half the array).
-# Usage: tools/bench/volume-bench.sh [--quick] [--build DIR] [--dir TMPDIR]
+# Usage: tools/bench/volume-bench.sh [--quick] [--build DIR] [--dir TMPDIR] [--drive-model SPEC]
+#   --drive-model: the drives' timing model (default none: figures against nbdkit's memory plugin)
 #   full run rewrites the volume-bench section of docs/benchmarks.md; --quick prints only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+BENCH_DRIVE_MODEL=${BENCH_DRIVE_MODEL:-none}  # before lib.sh, whose default is a model
 . "$ROOT/tools/bench/lib.sh"
 BUILD=$ROOT/build
 QUICK=0
 TMPBASE=${TMPDIR:-/tmp}
-bench_args volume-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE' "$@"
+bench_args volume-bench '--quick=QUICK! --build=BUILD --dir=TMPBASE --drive-model=BENCH_DRIVE_MODEL' "$@"
 ERAID=$BUILD/tools/eraid
 [ -x "$ERAID" ] || { echo "volume-bench: $ERAID not built (run tools/eraid.sh build)" >&2; exit 1; }
 need fio nbdkit
