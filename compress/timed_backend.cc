@@ -14,13 +14,16 @@ struct DeferredWait {
 };
 thread_local DeferredWait t_deferred;
 
+// Leaves the wait until `ready` to the TimedDrive read this thread is inside, if it is
+// inside one: true then.
+bool Defer(uint64_t ready) {
+  if (!t_deferred.active) return false;
+  t_deferred.until = std::max(t_deferred.until, ready);
+  return true;
+}
 // Sleeps until `ready`, or leaves it to the TimedDrive read this thread is inside.
 void WaitOrDefer(const DriveModel& model, uint64_t ready) {
-  if (t_deferred.active) {
-    t_deferred.until = std::max(t_deferred.until, ready);
-  } else {
-    model.WaitUntil(ready);
-  }
+  if (!Defer(ready)) model.WaitUntil(ready);
 }
 
 // TimedDrive's side: collects the flash part's ready time of the reads made in scope.
@@ -106,8 +109,7 @@ void TimedFlash::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte
     extents[i] = {BlocksToBytes(blocks[i].value), kBlockSize};
   const uint64_t ready = model_.FlashReadMany(extents);
   inner_.ReadMany(blocks, out, results);
-  if (t_deferred.active) {  // inside a TimedDrive read: its wait, not this one's
-    t_deferred.until = std::max(t_deferred.until, ready);
+  if (Defer(ready)) {  // inside a TimedDrive read: its wait, not this one's
     done(Status::Ok());
   } else {
     held_.Push(std::move(done), Status::Ok(), ready);
