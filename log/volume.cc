@@ -29,13 +29,14 @@ class Volume::ArrayStore final : public SegmentStore {
   Result<uint32_t> Append(uint64_t handle, uint64_t lba, uint64_t user_time,
                           std::span<const std::byte> data) override {
     return array_.Append(SegmentId(static_cast<uint32_t>(handle)), data, lba,
-                         uint64_t{classes_[handle]} << kClassShift | (user_time & kTimeMask));
+                         uint64_t{classes_[handle]} << kClassShift | (user_time & kTimeMask),
+                         rows_);
   }
   bool Full(uint64_t handle, uint32_t) const override {
     return array_.Remaining(SegmentId(static_cast<uint32_t>(handle))) == 0;
   }
   Status Seal(uint64_t handle) override {
-    return array_.Seal(SegmentId(static_cast<uint32_t>(handle)));
+    return array_.Seal(SegmentId(static_cast<uint32_t>(handle)), rows_);
   }
   Status Free(uint64_t handle) override {
     return array_.Free(SegmentId(static_cast<uint32_t>(handle)));
@@ -57,6 +58,18 @@ class Volume::ArrayStore final : public SegmentStore {
     if (listener_) listener_->OnBlockInvalidated(SegmentId(static_cast<uint32_t>(handle)));
   }
   void set_listener(VolumeListener* l) { listener_ = l; }
+  // While one lives (under the volume lock), the rows the engine's appends and seals fill
+  // go to `rows`, which the caller writes after letting the lock go.
+  class Lend {
+   public:
+    Lend(ArrayStore& store, RowBatch& rows) : store_(store) { store_.rows_ = &rows; }
+    ~Lend() { store_.rows_ = nullptr; }
+    Lend(const Lend&) = delete;
+    Lend& operator=(const Lend&) = delete;
+
+   private:
+    ArrayStore& store_;
+  };
   bool SpacePressure() { return listener_ && listener_->SpacePressure(); }
   Status Flush() override { return array_.Flush(); }
   bool has_data() const override { return true; }
@@ -73,6 +86,7 @@ class Volume::ArrayStore final : public SegmentStore {
   ElasticArray& array_;
   SegmentScheme scheme_;
   VolumeListener* listener_ = nullptr;
+  RowBatch* rows_ = nullptr;  // Lend's; null: the array writes a full row itself
   std::vector<uint32_t> classes_;
 };
 
@@ -84,7 +98,6 @@ Volume::Volume(ElasticArray& array, const VolumeOptions& options,
       store_(std::make_unique<ArrayStore>(array, options.scheme)),
       clock_(options.clock ? *options.clock : SystemClock::Default()),
       start_us_(clock_.NowMicros()) {
-  array.set_defer_row_writes(true);  // Write() and Trim() write them after the volume lock
   const ArrayGeometry& g = array.geometry();
   // Summaries take up to one position in every kSummaryCapacity + 1 (raid/metadata.h),
   // and one per row when rows are short.
@@ -114,9 +127,10 @@ Volume::~Volume() {
   }
   gc_flush_cv_.notify_all();
   if (gc_flusher_.joinable()) gc_flusher_.join();
-  array_.set_defer_row_writes(false);
-  array_.WriteQueuedRowsNow();
+  WriteRowsNow();
 }
+
+void Volume::WriteRowsNow() { RowBatch(array_).WriteAndWait(); }
 
 void Volume::GcFlusher() {
   NameThisThread("eraid-gcflush");
@@ -264,8 +278,10 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   const uint64_t blocks = BytesToBlocks(data.size());
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
   bool free_due = false, freed_here = false;
+  RowBatch rows(array_);
   Status st = [&]() -> Status {
     std::lock_guard lock(mu_);
+    ArrayStore::Lend lend(*store_, rows);
     const uint64_t freed_before = engine_->victims_freed();
     if (address_blocks_ > capacity_blocks_) {
       // Thin volumes: the blocks this write maps anew must fit in the capacity.
@@ -292,7 +308,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   }();
   // Rows this write (or GC in it) completed go to the devices now, without the lock
   // (docs/raid.md, "Rows written outside the locks"): other writers append meanwhile.
-  array_.WriteQueuedRows();
+  rows.Write();
   ERAID_RETURN_IF_ERROR(st);
   // GC's victims wait for a flush that makes their copies durable: the volume's flusher
   // thread runs one, outside the lock, so no writer waits for it.
@@ -328,13 +344,15 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
     const uint64_t n = std::min(kPiece, blocks - done);
     Status st;
     bool freed_here = false;
+    RowBatch rows(array_);
     {
       std::lock_guard lock(mu_);
+      ArrayStore::Lend lend(*store_, rows);
       const uint64_t freed_before = engine_->victims_freed();
       st = engine_->Trim(lba + done, n);
       freed_here = engine_->victims_freed() != freed_before;
     }
-    array_.WriteQueuedRows();
+    rows.Write();
     if (freed_here) {  // as in Write: victims freed here wait for a flush
       std::lock_guard fl(flush_mu_);
       ScheduleTrimFlushLocked();

@@ -124,6 +124,10 @@ class Volume {
   // round of device flushes: a caller whose request came before a round started is
   // answered by it, and otherwise waits for the next one (started by the first waiter).
   Status Flush();
+  // Every full row the volume's writes queued (docs/raid.md, "Rows written outside the
+  // locks") written and done on return: the drives' counters then include them. Takes no
+  // lock of the volume's, so the scheduler calls it from inside a write.
+  void WriteRowsNow();
   VolumeStats stats() const;
   void SetListener(VolumeListener* listener);
   // Every sealed segment with its garbage proportion: GC is about to reclaim the high ones.

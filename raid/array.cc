@@ -141,17 +141,21 @@ Status ElasticArray::CloseBatchLocked(uint32_t index) {
 }
 
 Result<uint32_t> ElasticArray::Append(SegmentId s, std::span<const std::byte> block,
-                                      uint64_t tag_lba, uint64_t tag_time) {
+                                      uint64_t tag_lba, uint64_t tag_time, RowBatch* rows) {
   if (block.size() != kBlockSize) return Status::InvalidArgument("append takes one 4 KiB block");
   Result<uint32_t> pos = Status::Ok();
-  bool queued = false;
+  uint64_t queued = 0;
   {
     std::lock_guard lock(mu_);
     const uint64_t before = rows_detached_;
     pos = AppendLocked(s, block, tag_lba, tag_time);
-    queued = rows_detached_ != before;
+    queued = rows_detached_ - before;
   }
-  if (queued && !defer_row_writes_.load(std::memory_order_relaxed)) WriteQueuedRows();
+  if (rows != nullptr) {
+    rows->rows_ += queued;
+  } else if (queued > 0) {
+    WriteQueuedRows();
+  }
   return pos;
 }
 
@@ -233,16 +237,23 @@ Status ElasticArray::SealLocked(SegmentId s) {
   return Status::Ok();
 }
 
-Status ElasticArray::Seal(SegmentId s) {
+Status ElasticArray::Seal(SegmentId s, RowBatch* rows) {
   Status st;
+  uint64_t queued = 0;
   {
     std::lock_guard lock(mu_);
     if (s.value >= segments_.size() || segments_[s.value]->entry.scheme == SegmentScheme::kFree) {
       return Status::InvalidArgument("segment " + std::to_string(s.value) + " is not in use");
     }
+    const uint64_t before = rows_detached_;
     st = SealLocked(s);
+    queued = rows_detached_ - before;  // its last row
   }
-  if (!defer_row_writes_.load(std::memory_order_relaxed)) WriteQueuedRows();  // its last row
+  if (rows != nullptr) {
+    rows->rows_ += queued;
+  } else {
+    WriteQueuedRows();
+  }
   return st;
 }
 

@@ -132,6 +132,35 @@ struct ReAddReport {
   uint32_t segments_resynced = 0, segments_total = 0;  // of the segments in use
 };
 
+class ElasticArray;
+
+// Rows that a caller's appends filled, left for the caller to write once it has let its
+// own locks go (the volume: docs/raid.md, "Rows written outside the locks"). Given to
+// Append and Seal, the batch takes the rows they fill instead of the call writing them
+// after the array lock; Write() writes them (or hands them to the row writer), and the
+// destructor writes what is left. The rows also wait in the array's queue, so a Flush,
+// Seal, conversion or rebuild on another thread never waits on a batch: it writes any
+// queued row itself.
+class RowBatch {
+ public:
+  explicit RowBatch(ElasticArray& array) : array_(array) {}
+  ~RowBatch() { Write(); }
+  RowBatch(const RowBatch&) = delete;
+  RowBatch& operator=(const RowBatch&) = delete;
+  // The rows queued so far written (by this thread, or handed to the row writer).
+  void Write();
+  // Every row queued so far, by any caller, written and done on return (a caller about to
+  // read the drives' counters, or to let the array go).
+  void WriteAndWait();
+  // Rows this batch took since its last Write.
+  uint64_t rows() const { return rows_; }
+
+ private:
+  friend class ElasticArray;
+  ElasticArray& array_;
+  uint64_t rows_ = 0;
+};
+
 class ElasticArray {
  public:
   // Writes a new array over `devices` (not owned; they must outlive the array).
@@ -153,26 +182,17 @@ class ElasticArray {
   Result<SegmentId> AllocateSegment(SegmentScheme scheme);
   // Appends one block; returns its position. NoSpace when the segment is full.
   // A row that the block completes is written to the devices outside the array lock:
-  // Append queues it and writes it itself after letting the lock go, or — with
-  // set_defer_row_writes(true) — leaves it for WriteQueuedRows(), which a caller holding
-  // locks of its own calls once it has let them go (the volume: docs/raid.md, "Rows
-  // written outside the locks"). Until its writes are done a row is read from its buffer;
-  // a Flush() or Seal() writes or waits for every row queued before it.
+  // Append queues it and writes it itself after letting the lock go, or, given a batch,
+  // leaves it to the batch, which the caller writes once it has let its own locks go.
+  // Until its writes are done a row is read from its buffer; a Flush() or Seal() writes
+  // or waits for every row queued before it.
   Result<uint32_t> Append(SegmentId s, std::span<const std::byte> block, uint64_t tag_lba,
-                          uint64_t tag_time);
-  void set_defer_row_writes(bool on) { defer_row_writes_.store(on, std::memory_order_relaxed); }
+                          uint64_t tag_time, RowBatch* rows = nullptr);
   // The devices are compressing drives with this codec: each full row's blocks are then
   // compressed once, by the thread that writes the row (outside the locks), and handed to
   // the drives as records (Backend::SubmitWritePacked) — a RAID10 row's blocks reach two
   // drives, which would otherwise compress a copy each. Set before any I/O.
   void set_row_codec(std::optional<CodecConfig> codec) { row_codec_ = codec; }
-  // Writes every queued row (any thread's); returns once they are submitted and done —
-  // unless the row writer runs (StartRowWriter) and at most kRowWriterBacklog rows are
-  // queued: then it hands them to that thread and returns at once.
-  void WriteQueuedRows();
-  // Every row queued so far written and done on return, by whichever thread (callers that
-  // read the drives' counters next, or are about to let the array go).
-  void WriteQueuedRowsNow() { DrainRows(); }
   // Starts a thread of the array's own that writes the rows Append queues: a user write
   // that fills a row then returns without compressing and writing it (48 blocks at once,
   // ~0.2 ms), and the drives' appends run on one thread rather than on every writer's.
@@ -187,7 +207,8 @@ class ElasticArray {
   // makes the blocks durable) and is durable after the one following it. A crash before
   // then leaves an open segment, which recovery completes and seals. Free: durable at the
   // next flush, and the segment's space is trimmed after it.
-  Status Seal(SegmentId s);
+  // The segment's last row is written as Append's are (given a batch, by the batch).
+  Status Seal(SegmentId s, RowBatch* rows = nullptr);
   Status Free(SegmentId s);
   Status Read(SegmentId s, uint32_t position, std::span<std::byte> out);
   // Read of many positions of one segment: positions[i] into the i-th 4 KiB of `out`,
@@ -371,6 +392,11 @@ class ElasticArray {
   // `last`: a seal's (the segment keeps no row buffer).
   void DetachRowLocked(uint32_t index, bool last = false);
   void WriteRow(PendingRow& row);
+  friend class RowBatch;
+  // Writes every queued row (any thread's); returns once they are submitted and done —
+  // unless the row writer runs (StartRowWriter) and at most kRowWriterBacklog rows are
+  // queued: then it hands them to that thread and returns at once.
+  void WriteQueuedRows();
   // Writes queued rows in this thread until none is queued; returns how many it wrote.
   size_t WriteRowsHere();
   void RowWriterLoop();
@@ -431,7 +457,6 @@ class ElasticArray {
 
   // Rows written outside the lock. rows_detached_ numbers them (under mu_); the rest is
   // under rows_mu_ (taken after mu_, never before it).
-  std::atomic<bool> defer_row_writes_{false};
   std::optional<CodecConfig> row_codec_;
   std::atomic<uint64_t> packed_blocks_{0};  // ArrayStats::packed_blocks
   uint64_t rows_detached_ = 0;

@@ -77,6 +77,16 @@ std::shared_ptr<const PackedBlocks> ElasticArray::PackRow(const CodecConfig& cod
   return packed;
 }
 
+void RowBatch::Write() {
+  rows_ = 0;
+  array_.WriteQueuedRows();
+}
+
+void RowBatch::WriteAndWait() {
+  rows_ = 0;
+  array_.DrainRows();
+}
+
 void ElasticArray::WriteQueuedRows() {
   // Most writes fill no row: they pass without taking rows_mu_.
   const size_t queued = rows_queued_.load(std::memory_order_acquire);

@@ -132,7 +132,7 @@ bool Scheduler::SpacePressure() {
   // only then, and GC inside a write would stop short of the budget by what is queued.
   // (Far from the budget, a few rows do not matter, and the check runs under the volume
   // lock.)
-  if (!far_from_budget_ || over_budget_) array_.WriteQueuedRowsNow();
+  if (!far_from_budget_ || over_budget_) volume_.WriteRowsNow();
   const PhysicalUse use = physical_();
   const double budget = options_.beta * double(use.flash_bytes);
   const double used = double(use.used_bytes);

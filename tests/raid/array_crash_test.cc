@@ -261,8 +261,8 @@ TEST(ArrayCrashTest, PowerCutsKeepFlushedDataAndRedundancy) {
 // the power is cut (each device keeps or drops, seeded, what no flush covered). Every
 // block appended before a Flush() that then completed reads back after the restart, and
 // so does every block of a sealed segment whose seal a later flush covered. In odd rounds
-// full rows are left queued by Append (set_defer_row_writes), written by a third thread
-// now and then and by the appenders only sometimes: a flush must write or wait for the
+// full rows are left to each appender's RowBatch, written by a third thread now and then
+// and by the appenders only sometimes: a flush must write or wait for the
 // rows queued before it, and a read of a queued row's block must find it. Every fourth
 // round runs the array's row writer (StartRowWriter) as well, as a served array does.
 TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
@@ -275,13 +275,12 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
     auto array = MakeArray(devs);
     ASSERT_NE(array, nullptr);
     const bool deferred = round % 2 == 1;
-    array->set_defer_row_writes(deferred);
     const bool row_writer_thread = round % 4 == 3;
     if (row_writer_thread) array->StartRowWriter();
     std::atomic<bool> appending{true};
     std::thread row_writer([&] {
       while (deferred && appending.load()) {
-        array->WriteQueuedRows();
+        RowBatch(*array).Write();
         std::this_thread::sleep_for(std::chrono::microseconds(300));
       }
     });
@@ -290,6 +289,8 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
       std::mt19937_64 rng(seed + round * 2 + t);
       std::map<Key, Block> pending;
       std::vector<uint32_t> mine;  // sealed segments, oldest first
+      RowBatch batch(*array);
+      RowBatch* rows = deferred ? &batch : nullptr;
       for (int op = 0; op < 60; ++op) {
         auto s = array->AllocateSegment(t ? SegmentScheme::kRaid10 : SegmentScheme::kRaid5);
         if (!s.ok()) break;
@@ -297,10 +298,10 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
         for (int b = 0; b < n && array->Remaining(*s) > 0; ++b) {
           Block data(kBlockSize);
           FillBlockWithCompressibility(data, 50, rng);
-          auto pos = array->Append(*s, data, 0, 0);
+          auto pos = array->Append(*s, data, 0, 0, rows);
           ASSERT_TRUE(pos.ok()) << pos.status().ToString();
           pending[{s->value, *pos}] = data;
-          if (deferred && rng() % 3 == 0) array->WriteQueuedRows();
+          if (deferred && rng() % 3 == 0) batch.Write();
           if (rng() % 4 == 0) {  // an earlier block of this segment, maybe in a queued row
             const uint32_t p = static_cast<uint32_t>(rng() % (*pos + 1));
             if (auto it = pending.find({s->value, p}); it != pending.end()) {
@@ -316,7 +317,7 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
             pending.clear();
           }
         }
-        ASSERT_TRUE(array->Seal(*s).ok());
+        ASSERT_TRUE(array->Seal(*s, rows).ok());
         mine.push_back(s->value);
         if (mine.size() > 3) {  // free the oldest; nothing of it is expected any more
           const uint32_t old = mine.front();
@@ -332,7 +333,7 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
         for (int b = 0; b < 30 && array->Remaining(*s) > 0; ++b) {
           Block data(kBlockSize);
           FillBlockWithCompressibility(data, 50, rng);
-          auto pos = array->Append(*s, data, 0, 0);
+          auto pos = array->Append(*s, data, 0, 0, rows);
           ASSERT_TRUE(pos.ok()) << pos.status().ToString();
           pending[{s->value, *pos}] = data;
         }
@@ -349,7 +350,7 @@ TEST(ArrayCrashTest, FlushesBesideAppendsKeepWhatTheyCovered) {
     if (::testing::Test::HasFatalFailure()) return;
     // The row writer's own writes are let finish first (a device's power cut is not made
     // to race them); in the other deferred rounds rows may still be queued at the cut.
-    if (row_writer_thread) array->WriteQueuedRowsNow();
+    if (row_writer_thread) RowBatch(*array).WriteAndWait();
     for (auto& f : rig.faulty) f->Crash(seed + round);  // with rows maybe still queued
     array.reset();
     for (auto& f : rig.faulty) f->Restart();

@@ -942,9 +942,77 @@ TEST(ArrayTest, RowsArePackedOnceForBothCopies) {
   }
 }
 
-// The row writer (StartRowWriter), as served: writers append with row writes deferred and
-// call WriteQueuedRows() after each append, as the volume does after its lock; the array's
-// thread writes the rows. Each writer reads back what it appended at once (from the row
+// A batch given to Append takes the rows the appends fill: nothing reaches the devices
+// until the batch is written, the blocks read back from the row buffers meanwhile, and a
+// flush on its own writes them (no row waits on a batch that is never written); without a
+// batch, Append writes the row itself.
+TEST(ArrayTest, RowBatchHoldsFilledRowsUntilWritten) {
+  for (SegmentScheme scheme : {SegmentScheme::kRaid5, SegmentScheme::kRaid10}) {
+    SCOPED_TRACE(raid_format::SchemeName(scheme));
+    Rig rig(4, 4, 8, 4096, 7);  // rows of 12 blocks, 8 of them a segment
+    auto device_writes = [&] {
+      uint64_t n = 0;
+      for (const auto& f : rig.faulty) n += f->stats().writes;
+      return n;
+    };
+    const uint32_t row = rig.array->geometry().row_blocks();
+    SegmentId s = rig.array->AllocateSegment(scheme).value();
+    ASSERT_TRUE(rig.array->Flush().ok());
+    std::vector<std::pair<uint32_t, Block>> blocks;  // position, data
+    {
+      RowBatch rows(*rig.array);
+      const uint64_t before = device_writes();
+      for (uint32_t i = 0; i < 2 * row; ++i) {
+        Block b = rig.RandomBlock();
+        auto pos = rig.array->Append(s, b, i, i, &rows);
+        ASSERT_TRUE(pos.ok()) << pos.status().ToString();
+        blocks.emplace_back(*pos, std::move(b));
+      }
+      EXPECT_GE(rows.rows(), 1u);
+      EXPECT_EQ(device_writes(), before) << "a batched row was written before the batch";
+      Block back(kBlockSize);
+      for (const auto& [pos, data] : blocks) {
+        ASSERT_TRUE(rig.array->Read(s, pos, back).ok());
+        ASSERT_EQ(back, data) << "position " << pos;
+      }
+      rows.Write();
+      EXPECT_EQ(rows.rows(), 0u);
+      EXPECT_GT(device_writes(), before);
+      // Filled again, and a flush from the array's side writes the rows the batch holds.
+      const uint64_t held = device_writes();
+      for (uint32_t i = 0; i < row; ++i) {
+        Block b = rig.RandomBlock();
+        auto pos = rig.array->Append(s, b, i, i, &rows);
+        ASSERT_TRUE(pos.ok()) << pos.status().ToString();
+        blocks.emplace_back(*pos, std::move(b));
+      }
+      EXPECT_EQ(device_writes(), held);
+      ASSERT_TRUE(rig.array->Flush().ok());
+      const uint64_t flushed = device_writes();
+      rows.Write();
+      EXPECT_EQ(device_writes(), flushed) << "the flush left the batch's rows unwritten";
+    }
+    const uint64_t unbatched = device_writes();
+    for (uint32_t i = 0; i < row; ++i) {
+      Block b = rig.RandomBlock();
+      auto pos = rig.array->Append(s, b, i, i);
+      ASSERT_TRUE(pos.ok()) << pos.status().ToString();
+      blocks.emplace_back(*pos, std::move(b));
+    }
+    EXPECT_GT(device_writes(), unbatched) << "Append without a batch left its row unwritten";
+    ASSERT_TRUE(rig.array->Seal(s).ok());
+    ASSERT_TRUE(rig.array->Flush().ok());
+    Block back(kBlockSize);
+    for (const auto& [pos, data] : blocks) {
+      ASSERT_TRUE(rig.array->Read(s, pos, back).ok());
+      ASSERT_EQ(back, data) << "position " << pos;
+    }
+  }
+}
+
+// The row writer (StartRowWriter), as served: writers append into a RowBatch of their own
+// and write it after each append, as the volume does after its lock; the array's thread
+// writes the rows. Each writer reads back what it appended at once (from the row
 // buffer, a row in flight, or the drives), flushes and seals; afterwards every block
 // reads back, with a drive failed too, and after the array is closed and reopened.
 TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
@@ -954,7 +1022,6 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
     SCOPED_TRACE(scheme == SegmentScheme::kRaid5 ? "RAID5" : "RAID10");
     CompressedRig rig(0);
     rig.array->set_row_codec(CodecConfig{});
-    rig.array->set_defer_row_writes(true);
     rig.array->StartRowWriter();
     constexpr int kWriters = 3;
     std::vector<std::map<std::pair<uint32_t, uint32_t>, Block>> models(kWriters);
@@ -964,6 +1031,7 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
       writers.emplace_back([&, t] {
         std::mt19937_64 r(seed + static_cast<uint64_t>(t));
         Block block(kBlockSize), back(kBlockSize);
+        RowBatch rows(*rig.array);
         for (int segments = 0; segments < 6; ++segments) {
           auto s = rig.array->AllocateSegment(scheme);
           if (!s.ok()) {
@@ -972,8 +1040,8 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
           }
           while (rig.array->Remaining(*s) > 0) {
             FillBlockWithCompressibility(block, static_cast<uint32_t>(r() % 101), r);
-            auto pos = rig.array->Append(*s, block, 0, 0);
-            rig.array->WriteQueuedRows();
+            auto pos = rig.array->Append(*s, block, 0, 0, &rows);
+            rows.Write();
             if (!pos.ok() || !rig.array->Read(*s, *pos, back).ok() || back != block) {
               ++bad;
               continue;
@@ -981,7 +1049,7 @@ TEST(ArrayTest, RowWriterWritesRowsBesideWriters) {
             models[t][{s->value, *pos}] = block;
             if (r() % 64 == 0 && !rig.array->Flush().ok()) ++bad;
           }
-          if (!rig.array->Seal(*s).ok()) ++bad;
+          if (!rig.array->Seal(*s, &rows).ok()) ++bad;
         }
       });
     }
@@ -1203,7 +1271,6 @@ TEST(ArrayTest, ReAddAfterAnOutageRebuildsOnlyWhatChanged) {
     // Writes the device takes into its cache and loses: a half-filled open segment.
     SegmentId open = rig.array->AllocateSegment(scheme).value();
     rig.Fill(open, per_segment / 2, /*flush_sometimes=*/false);
-    rig.array->WriteQueuedRows();
     const uint32_t f = 2;
     rig.faulty[f]->Crash(seed);  // refuses I/O until Restart(): the array fails it
     rig.Fill(open, per_segment / 4, false);
