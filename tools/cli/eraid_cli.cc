@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -41,15 +42,12 @@ int Usage(std::ostream& out, int rc) {
          "  serve     serve an array over NBD with nbdkit (Unix socket, mode 0600)\n"
          "  stop      stop the server of an array\n"
          "  set       change a setting of an array not being served (the remote drives' I/O "
-         "timeout)\n"
-         "  status    health, devices, capacity, physical use, compression, RAID10 coverage, WA\n"
-         "  fail      fail a device (failure injection); the array runs degraded\n"
-         "  replace   rebuild a device onto a fresh drive, online\n"
-         "  re-add    bring back a drive failed by an outage, resyncing only what changed since\n"
-         "  scrub     read every block and check CRCs, parity and mirrors; repair what it can\n"
-         "  convert   convert segments to RAID5 or RAID10\n"
-         "  inspect   dump the superblock, bitmap and segment table\n"
-         "  volume    create, list, resize or delete the array's named volumes (NBD exports)\n"
+         "timeout)\n";
+  for (const AdminVerb& verb : AdminVerbs()) {
+    if (verb.summary != nullptr)
+      out << "  " << std::left << std::setw(10) << verb.name << verb.summary << "\n";
+  }
+  out << "  volume    create, list, resize or delete the array's named volumes (NBD exports)\n"
          "  demo      fio over NBD on emulated drives: fail a drive mid-run, rebuild, summary\n";
   return rc;
 }
@@ -533,81 +531,35 @@ int Stop(int argc, char** argv) {
   return 0;
 }
 
-// status, fail, replace, scrub, convert, inspect: the admin commands.
-// The admin commands' synopses (the first lines of their --help).
-constexpr std::pair<const char*, const char*> kAdminSynopses[] = {
-    {"status",
-     "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, "
-     "physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith "
-     "--interval: while served, one line per N seconds with that interval's writes and WA per "
-     "layer (like iostat),\nand each volume's reads and writes per second."},
-    {"fail",
-     "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on "
-     "degraded."},
-    {"replace",
-     "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K "
-     "onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online."},
-    {"re-add",
-     "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed "
-     "by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive "
-     "that left, then rebuilds only the segments written, converted or freed since.\nRefused "
-     "for a drive that is another one or an older image, or failed before the server started: "
-     "use replace."},
-    {"scrub",
-     "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; "
-     "repairs what it can. Exit 1 if anything is unrepairable."},
-    {"convert",
-     "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one "
-     "sealed segment, or all of them (paced to --rate user bytes per second)."},
-    {"inspect",
-     "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the "
-     "segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, "
-     "highest, and with --json a histogram over N equal parts of\nthe volume) and, while "
-     "served, its hotness (decayed accesses, and per written block)."},
-};
-
-int AdminCommand(const std::string& name, int argc, char** argv) {
-  std::string dir, with, to, segment = "all", rate = "0";
-  int device = -1;
-  uint32_t bins = 20;
+// status, fail, replace, re-add, scrub, convert, inspect: the admin verbs (AdminVerbs(),
+// shared with the admin socket), run by the server or, if none serves, here.
+int AdminCommand(const AdminVerb& verb, int argc, char** argv) {
+  const std::string name = verb.name;
+  std::string dir;
   bool json = false;
-  std::string synopsis;
-  for (const auto& [verb, text] : kAdminSynopses) {
-    if (name == verb) synopsis = text;
-  }
-  po::options_description desc(synopsis + "\noptions");
+  std::vector<std::string> values(verb.args.size());
+  po::options_description desc(std::string(verb.synopsis) + "\noptions");
   desc.add_options()("help,h", "this text")("dir", po::value(&dir)->required(),
                                             "the array directory")("json", po::bool_switch(&json),
                                                                    "print JSON");
-  if (name == "fail" || name == "replace" || name == "re-add")
-    desc.add_options()("device", po::value(&device)->required(), "device index");
-  if (name == "re-add")
-    desc.add_options()("rate", po::value(&rate)->default_value(rate),
-                       "resync write rate limit, bytes/s (e.g. 100M; 0 = none)");
-  if (name == "replace") {
-    desc.add_options()(
-        "with", po::value(&with),
-        "a new file, block device or NBD URI for the drive (required for a remote drive)")(
-        "rate", po::value(&rate)->default_value(rate),
-        "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)");
-  }
-  if (name == "convert") {
-    desc.add_options()("to", po::value(&to)->required(), "raid5 | raid10")(
-        "segment", po::value(&segment)->default_value(segment), "a segment index, or all")(
-        "rate", po::value(&rate)->default_value(rate),
-        "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)");
+  for (size_t i = 0; i < verb.args.size(); ++i) {
+    const AdminArg& arg = verb.args[i];
+    auto* value = po::value(&values[i]);
+    if (arg.fallback == nullptr) {
+      value->required();
+    } else if (*arg.fallback != '\0') {
+      value->default_value(arg.fallback);
+    }
+    desc.add_options()(arg.name, value, arg.help);
   }
   double interval = 0;
   uint64_t count = 0;
-  if (name == "status") {
+  if (verb.watches) {
     desc.add_options()("interval", po::value(&interval),
                        "seconds per line of figures over that interval (0.1..3600)")(
         "count", po::value(&count),
         "with --interval: stop after this many lines (default: until interrupted)");
   }
-  if (name == "inspect")
-    desc.add_options()("bins", po::value(&bins)->default_value(bins),
-                       "histogram bins over the volume's LBAs (1..1000)");
   po::variables_map vm;
   if (int rc = Parse(name, desc, argc, argv, &vm); rc >= 0) return rc;
   if (vm.count("interval")) {
@@ -617,26 +569,12 @@ int AdminCommand(const std::string& name, int argc, char** argv) {
   }
   if (vm.count("count")) return Die(name, Status::InvalidArgument("--count needs --interval"), 2);
   std::vector<std::string> words{name};
-  if (name == "inspect") {
-    if (bins < 1 || bins > 1000)
-      return Die(name, Status::InvalidArgument("--bins must be 1..1000"), 2);
-    words.push_back(std::to_string(bins));
+  for (size_t i = 0; i < verb.args.size(); ++i) {
+    if (auto bad = CheckAdminArg(verb.args[i], values[i]))
+      return Die(name, Status::InvalidArgument(*bad), 2);
+    words.push_back(values[i]);
   }
-  if (name == "fail" || name == "replace" || name == "re-add") {
-    if (device < 0) return Die(name, Status::InvalidArgument("--device must be >= 0"), 2);
-    words.push_back(std::to_string(device));
-  }
-  if (name == "replace") {
-    words.push_back(with);
-    words.push_back(rate);
-  }
-  if (name == "re-add") words.push_back(rate);
-  if (name == "convert") {
-    words.push_back(to);
-    words.push_back(segment);
-    words.push_back(rate);
-  }
-  return Admin(name, dir, words, json, name == "replace" || name == "re-add" || name == "convert");
+  return Admin(name, dir, words, json, verb.long_running);
 }
 
 }  // namespace
@@ -651,8 +589,8 @@ int main(int argc, char** argv) {
   if (cmd == "demo") return RunDemo(argc - 1, argv + 1);
   if (cmd == "volume") return VolumeCommand(argc - 1, argv + 1);
   if (cmd == "set") return Set(argc - 1, argv + 1);
-  for (const char* admin : {"status", "fail", "replace", "re-add", "scrub", "convert", "inspect"}) {
-    if (cmd == admin) return AdminCommand(cmd, argc - 1, argv + 1);
+  for (const AdminVerb& verb : AdminVerbs()) {
+    if (verb.synopsis != nullptr && cmd == verb.name) return AdminCommand(verb, argc - 1, argv + 1);
   }
   std::cerr << "eraid: unknown subcommand '" << cmd << "'\n";
   return Usage(std::cerr, 2);

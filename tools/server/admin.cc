@@ -20,6 +20,27 @@
 
 namespace eraid {
 
+// One admin request: the words (verb first, --json taken out), the array, and what the
+// caller passed along.
+struct AdminRequest {
+  ArrayDir& array;
+  AdminState& state;
+  const AdminVerb& verb;
+  const std::vector<std::string>& words;
+  bool json;
+  const std::function<void(double)>& progress;
+  const std::function<bool()>& cancelled;
+  // Word i (1: the first after the verb), or its argument's fallback when not given.
+  std::string word(size_t i) const {
+    if (i < words.size()) return words[i];
+    return i - 1 < verb.args.size() && verb.args[i - 1].fallback ? verb.args[i - 1].fallback : "";
+  }
+  // The reply: `text` for people, `j` with --json.
+  AdminReply Done(const std::string& text, const Json& j) const {
+    return {0, json ? j.dump() + "\n" : text + "\n"};
+  }
+};
+
 namespace {
 
 constexpr const char* kMagic = "eraid-admin 1";
@@ -27,46 +48,25 @@ constexpr size_t kMaxRequest = 4096;
 
 using namespace admin_internal;  // NOLINT: the admin commands' own helpers
 
-// One admin command's context: the words (verb first, --json taken out), the array, and
-// what the caller passed along.
-struct AdminCommand {
-  ArrayDir& array;
-  AdminState& state;
-  const std::vector<std::string>& words;
-  bool json;
-  const std::function<void(double)>& progress;
-  const std::function<bool()>& cancelled;
-  // The reply: `text` for people, `j` with --json.
-  AdminReply Done(const std::string& text, const Json& j) const {
-    return {0, json ? j.dump() + "\n" : text + "\n"};
-  }
-};
-
 // status
-AdminReply RunStatus(const AdminCommand& c) { return StatusReport(c.array, c.state, c.json); }
+AdminReply RunStatus(const AdminRequest& c) { return StatusReport(c.array, c.state, c.json); }
 
 // volume list | create NAME SIZE | resize NAME SIZE | delete NAME
-AdminReply RunVolume(const AdminCommand& c) {
+AdminReply RunVolume(const AdminRequest& c) {
   ArrayDir& a = c.array;
   const std::vector<std::string>& words = c.words;
   return VolumeCommand(a, words, c.json);
 }
 
 // inspect [BINS]
-AdminReply RunInspect(const AdminCommand& c) {
-  ArrayDir& a = c.array;
-  const std::vector<std::string>& words = c.words;
-  uint32_t bins = 20;
-  if (words.size() == 2) {
-    auto b = ParseIndex(words[1], 1001, "bins");
-    if (!b.ok() || *b == 0) return Error(2, "bins must be 1..1000");
-    bins = *b;
-  }
-  return InspectReport(a, c.json, bins);
+AdminReply RunInspect(const AdminRequest& c) {
+  auto bins = ParseIndex(c.word(1), 1001, "bins");
+  if (!bins.ok() || *bins == 0) return Error(2, "bins must be 1..1000");
+  return InspectReport(c.array, c.json, *bins);
 }
 
 // fail DEVICE
-AdminReply RunFail(const AdminCommand& c) {
+AdminReply RunFail(const AdminRequest& c) {
   ArrayDir& a = c.array;
   const std::vector<std::string>& words = c.words;
   const uint32_t devices = a.array().geometry().devices;
@@ -81,7 +81,7 @@ AdminReply RunFail(const AdminCommand& c) {
 }
 
 // set-io-timeout MILLISECONDS
-AdminReply RunSetIoTimeout(const AdminCommand& c) {
+AdminReply RunSetIoTimeout(const AdminRequest& c) {
   ArrayDir& a = c.array;
   const std::vector<std::string>& words = c.words;
   auto ms = ParseIndex(words[1], 86400001, "milliseconds");
@@ -93,7 +93,7 @@ AdminReply RunSetIoTimeout(const AdminCommand& c) {
 }
 
 // replace DEVICE [PATH [RATE]] | re-add DEVICE [RATE]
-AdminReply RunRebuild(const AdminCommand& c) {
+AdminReply RunRebuild(const AdminRequest& c) {
   ArrayDir& a = c.array;
   const std::vector<std::string>& words = c.words;
   const std::string& verb = words[0];
@@ -102,13 +102,8 @@ AdminReply RunRebuild(const AdminCommand& c) {
   const std::function<void(double)>& progress = c.progress;
   auto d = ParseIndex(words[1], devices, "device");
   if (!d.ok()) return Error(2, d.status().message());
-  const size_t rate_at = verb == "replace" ? 3 : 2;
-  uint64_t rate = 0;
-  if (words.size() > rate_at) {
-    auto r = ParseSize(words[rate_at]);
-    if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
-    rate = *r;
-  }
+  auto rate = ParseSize(c.word(verb == "replace" ? 3 : 2));
+  if (!rate.ok()) return Error(2, "bad --rate: " + rate.status().message());
   // One rebuild at a time; its progress in `state` (for status) and on the caller's line.
   int expected = -1;
   if (!state.rebuilding_device.compare_exchange_strong(expected, static_cast<int>(*d))) {
@@ -127,9 +122,9 @@ AdminReply RunRebuild(const AdminCommand& c) {
   Result<ReAddReport> readd = ReAddReport{};
   Status s;
   if (verb == "replace") {
-    s = a.Replace(DeviceIndex(*d), words.size() >= 3 ? words[2] : "", rate, report);
+    s = a.Replace(DeviceIndex(*d), c.word(2), *rate, report);
   } else {
-    readd = a.ReAdd(DeviceIndex(*d), rate, report);
+    readd = a.ReAdd(DeviceIndex(*d), *rate, report);
     s = readd.status();
   }
   const double secs =
@@ -161,7 +156,7 @@ AdminReply RunRebuild(const AdminCommand& c) {
 }
 
 // scrub
-AdminReply RunScrub(const AdminCommand& c) {
+AdminReply RunScrub(const AdminRequest& c) {
   ArrayDir& a = c.array;
   LowerThisThreadPriority();
   auto r = a.array().Scrub();
@@ -189,7 +184,7 @@ AdminReply RunScrub(const AdminCommand& c) {
 }
 
 // convert raid5|raid10 SEGMENT|all [RATE]
-AdminReply RunConvert(const AdminCommand& c) {
+AdminReply RunConvert(const AdminRequest& c) {
   ArrayDir& a = c.array;
   const std::vector<std::string>& words = c.words;
   const std::function<void(double)>& progress = c.progress;
@@ -203,20 +198,18 @@ AdminReply RunConvert(const AdminCommand& c) {
     return Error(2, "--to must be raid5 or raid10, not '" + words[1] + "'");
   const uint32_t segments = a.array().geometry().segments;
   uint32_t first = 0, last = segments;
-  if (words[2] != "all") {
-    auto s = ParseIndex(words[2], segments, "segment");
+  const std::string segment = c.word(2);
+  if (segment != "all") {
+    auto s = ParseIndex(segment, segments, "segment");
     if (!s.ok()) return Error(2, s.status().message());
     first = *s;
     last = *s + 1;
     const SegmentInfo si = a.array().segment_info(SegmentId(first));
-    if (!si.sealed) return Error(1, "segment " + words[2] + " is not sealed (free or still open)");
+    if (!si.sealed) return Error(1, "segment " + segment + " is not sealed (free or still open)");
   }
-  uint64_t rate = 0;
-  if (words.size() == 4) {
-    auto r = ParseSize(words[3]);
-    if (!r.ok()) return Error(2, "bad --rate: " + r.status().message());
-    rate = *r;
-  }
+  auto parsed_rate = ParseSize(c.word(3));
+  if (!parsed_rate.ok()) return Error(2, "bad --rate: " + parsed_rate.status().message());
+  const uint64_t rate = *parsed_rate;
   LowerThisThreadPriority();
   // Paced over the user bytes converted: before each segment, wait until the bytes so
   // far are due at `rate` (the scheduler's throttle counts the same bytes).
@@ -261,22 +254,74 @@ AdminReply RunConvert(const AdminCommand& c) {
                               {"seconds", Figure(secs)}}));
 }
 
-// The commands: verb, how many words (the verb included) it takes, and what runs it.
-struct CommandEntry {
-  const char* verb;
-  size_t min_words, max_words;
-  AdminReply (*run)(const AdminCommand&);
-};
-constexpr CommandEntry kCommands[] = {
-    {"status", 1, 1, RunStatus},
-    {"volume", 2, 64, RunVolume},  // its own usage message for a wrong count
-    {"inspect", 1, 2, RunInspect},
-    {"fail", 2, 2, RunFail},
-    {"set-io-timeout", 2, 2, RunSetIoTimeout},
-    {"replace", 2, 4, RunRebuild},
-    {"re-add", 2, 3, RunRebuild},
-    {"scrub", 1, 1, RunScrub},
-    {"convert", 3, 4, RunConvert},
+// The arguments of the verbs (AdminVerb::args).
+constexpr AdminArg kDevice{"device", "device index", nullptr, AdminArg::kNumber};
+constexpr AdminArg kFailArgs[] = {kDevice};
+constexpr AdminArg kReplaceArgs[] = {
+    kDevice,
+    {"with", "a new file, block device or NBD URI for the drive (required for a remote drive)", ""},
+    {"rate", "rebuild write rate limit, bytes/s (e.g. 100M; 0 = none)", "0"}};
+constexpr AdminArg kReAddArgs[] = {
+    kDevice, {"rate", "resync write rate limit, bytes/s (e.g. 100M; 0 = none)", "0"}};
+constexpr AdminArg kConvertArgs[] = {
+    {"to", "raid5 | raid10", nullptr},
+    {"segment", "a segment index, or all", "all"},
+    {"rate", "conversion rate limit, user bytes/s (e.g. 100M; 0 = none)", "0"}};
+constexpr AdminArg kInspectArgs[] = {
+    {"bins", "histogram bins over the volume's LBAs (1..1000)", "20", AdminArg::kNumber, 1, 1000}};
+constexpr AdminArg kVolumeArgs[] = {{"what", "list | create | resize | delete", nullptr}};
+constexpr AdminArg kIoTimeoutArgs[] = {
+    {"milliseconds", "the remote drives' I/O timeout", nullptr, AdminArg::kNumber, 0, 86400000}};
+
+constexpr AdminVerb kVerbs[] = {
+    {"status",
+     "health, devices, capacity, physical use, compression, RAID10 coverage, WA",
+     "eraid status --dir DIR [--json] [--interval N [--count K]]\nHealth, devices, capacity, "
+     "physical use, compression, RAID10 coverage, WA per layer, rebuild progress.\nWith "
+     "--interval: while served, one line per N seconds with that interval's writes and WA per "
+     "layer (like iostat),\nand each volume's reads and writes per second.",
+     {},
+     false,
+     /*watches=*/true,
+     false,
+     RunStatus},
+    {"fail", "fail a device (failure injection); the array runs degraded",
+     "eraid fail --dir DIR --device K\nFails device K (failure injection): the array goes on "
+     "degraded.",
+     kFailArgs, false, false, false, RunFail},
+    {"replace", "rebuild a device onto a fresh drive, online",
+     "eraid replace --dir DIR --device K [--with PATH|URI] [--rate BYTES/s]\nRebuilds device K "
+     "onto a fresh drive (a new file in place of its own, or PATH, or an NBD export), online.",
+     kReplaceArgs, /*long_running=*/true, false, false, RunRebuild},
+    {"re-add", "bring back a drive failed by an outage, resyncing only what changed since",
+     "eraid re-add --dir DIR --device K [--rate BYTES/s] [--json]\nBrings back device K, failed "
+     "by an outage (a drive host down, a link cut), on its own drive:\nchecks it is the drive "
+     "that left, then rebuilds only the segments written, converted or freed since.\nRefused "
+     "for a drive that is another one or an older image, or failed before the server started: "
+     "use replace.",
+     kReAddArgs, /*long_running=*/true, false, false, RunRebuild},
+    {"scrub",
+     "read every block and check CRCs, parity and mirrors; repair what it can",
+     "eraid scrub --dir DIR [--json]\nReads every block, checks CRCs, parity and mirrors; "
+     "repairs what it can. Exit 1 if anything is unrepairable.",
+     {},
+     false,
+     false,
+     false,
+     RunScrub},
+    {"convert", "convert segments to RAID5 or RAID10",
+     "eraid convert --dir DIR --to raid5|raid10 [--segment S] [--rate BYTES/s]\nConverts one "
+     "sealed segment, or all of them (paced to --rate user bytes per second).",
+     kConvertArgs, /*long_running=*/true, false, false, RunConvert},
+    {"inspect", "dump the superblock, bitmap and segment table",
+     "eraid inspect --dir DIR [--json] [--bins N]\nDumps the superblock, the bitmap and the "
+     "segment table: each segment's scheme, compression,\nthe LBAs of its valid blocks (lowest, "
+     "highest, and with --json a histogram over N equal parts of\nthe volume) and, while "
+     "served, its hotness (decayed accesses, and per written block).",
+     kInspectArgs, false, false, false, RunInspect},
+    // `eraid volume` and `eraid set` have options of their own and send these.
+    {"volume", nullptr, nullptr, kVolumeArgs, false, false, /*variadic=*/true, RunVolume},
+    {"set-io-timeout", nullptr, nullptr, kIoTimeoutArgs, false, false, false, RunSetIoTimeout},
 };
 
 }  // namespace
@@ -293,13 +338,34 @@ AdminReply RunAdmin(ArrayDir& a, AdminState& state, const std::vector<std::strin
       words.push_back(w);
   }
   if (words.empty()) return Error(2, "no command");
-  for (const CommandEntry& cmd : kCommands) {
-    if (words[0] != cmd.verb || words.size() < cmd.min_words || words.size() > cmd.max_words)
+  for (const AdminVerb& verb : kVerbs) {
+    if (words[0] != verb.name || words.size() < verb.min_words() || words.size() > verb.max_words())
       continue;
-    return cmd.run(AdminCommand{a, state, words, json, progress, cancelled});
+    return verb.run(AdminRequest{a, state, verb, words, json, progress, cancelled});
   }
   return Error(2, "unknown or malformed admin command '" + words[0] + "' (" +
                       std::to_string(words.size()) + " words)");
+}
+
+size_t AdminVerb::min_words() const {
+  size_t n = 1;
+  for (const AdminArg& arg : args) n += arg.fallback == nullptr;
+  return n;
+}
+
+size_t AdminVerb::max_words() const { return variadic ? 64 : 1 + args.size(); }
+
+std::span<const AdminVerb> AdminVerbs() { return kVerbs; }
+
+std::optional<std::string> CheckAdminArg(const AdminArg& arg, const std::string& word) {
+  if (arg.kind != AdminArg::kNumber) return std::nullopt;
+  const bool digits = !word.empty() && word.size() <= 19 &&
+                      word.find_first_not_of("0123456789") == std::string::npos;
+  const uint64_t v = digits ? std::stoull(word) : 0;
+  if (digits && v >= arg.min && v <= arg.max) return std::nullopt;
+  const std::string name = std::string("--") + arg.name;
+  if (arg.max == UINT64_MAX) return name + " must be a whole number >= " + std::to_string(arg.min);
+  return name + " must be " + std::to_string(arg.min) + ".." + std::to_string(arg.max);
 }
 
 std::string AdminSocketPath(const std::string& dir) { return dir + "/admin.sock"; }

@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +33,38 @@ struct AdminReply {
   int rc = 0;        // process exit code: 0 ok, 1 failed, 2 bad arguments
   std::string text;  // what the command prints (JSON if asked for)
 };
+
+// One admin request as a handler sees it (admin.cc).
+struct AdminRequest;
+
+// An admin verb's argument word: the CLI takes it as --NAME.
+struct AdminArg {
+  enum Kind { kText, kNumber };
+  const char* name;
+  const char* help;
+  const char* fallback;  // the word when not given ("" shows no default); nullptr: required
+  Kind kind = kText;
+  uint64_t min = 0, max = UINT64_MAX;  // kNumber: checked by the CLI before it asks
+};
+
+// The admin verbs, said once for both sides: the CLI (`eraid VERB --dir D ...`: its
+// synopsis, options and the words they become) and the admin socket (how many words each
+// takes, and what runs it).
+struct AdminVerb {
+  const char* name;
+  const char* summary;   // its line in `eraid --help`; nullptr: not a subcommand of its own
+  const char* synopsis;  // the first lines of `eraid VERB --help`
+  std::span<const AdminArg> args;  // the words after the verb, in order
+  bool long_running = false;       // the CLI shows a progress bar
+  bool watches = false;            // the CLI's --interval/--count (status)
+  bool variadic = false;           // more words than args (volume: its own usage)
+  AdminReply (*run)(const AdminRequest&) = nullptr;
+  size_t min_words() const;
+  size_t max_words() const;
+};
+std::span<const AdminVerb> AdminVerbs();
+// Nothing if the word is fine, else what the CLI says about it ("--bins must be 1..1000").
+std::optional<std::string> CheckAdminArg(const AdminArg& arg, const std::string& word);
 
 // `words`: the command and its arguments, e.g. {"fail", "2"}, {"convert", "raid10", "all"},
 // {"replace", "1", "/path/new"}; a trailing "--json" selects JSON output. `progress`
