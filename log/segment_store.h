@@ -1,7 +1,7 @@
 // SegmentStore: where the log engine's segments live. Two implementations:
 //   CountingStore (here): no data at all, fixed-size segments — for replaying month-long
 //     traces at millions of blocks per second;
-//   Volume::ArrayStore (volume.cc): the elastic array, with data, CRCs and recovery.
+//   LogVolume::ArrayStore (log_volume.cc): the elastic array, with data, CRCs and recovery.
 // The engine never knows which one it runs on, except that it skips a CountingStore's
 // per-block calls (Append, Full, OnInvalidate), which do nothing but cost a virtual call
 // each on a replay's hottest path.

@@ -76,7 +76,7 @@ constexpr uint64_t kWindowSegments = 4;
 constexpr double kAllowanceCapSegments = 2;
 }  // namespace
 
-Scheduler::Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
+Scheduler::Scheduler(ElasticArray& array, LogVolume& volume, std::function<PhysicalUse()> physical,
                      const SchedulerOptions& options, const Clock& clock)
     : array_(array),
       volume_(volume),

@@ -50,7 +50,7 @@
 
 #include "common/clock.h"
 #include "compress/compressed_drive.h"
-#include "log/volume.h"
+#include "log/log_volume.h"
 #include "raid/array.h"
 #include "scheduler/hotness.h"
 
@@ -107,7 +107,7 @@ struct SchedulerStats {
 class Scheduler final : public VolumeListener {
  public:
   // Listens to `volume` (SetListener) from construction until destruction.
-  Scheduler(ElasticArray& array, Volume& volume, std::function<PhysicalUse()> physical,
+  Scheduler(ElasticArray& array, LogVolume& volume, std::function<PhysicalUse()> physical,
             const SchedulerOptions& options, const Clock& clock = SystemClock::Default());
   ~Scheduler() override;
 
@@ -185,7 +185,7 @@ class Scheduler final : public VolumeListener {
   void Refill();
 
   ElasticArray& array_;
-  Volume& volume_;
+  LogVolume& volume_;
   std::function<PhysicalUse()> physical_;
   SchedulerOptions options_;
   const Clock& clock_;

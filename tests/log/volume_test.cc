@@ -2,8 +2,6 @@
 // running, for each placement; power cuts at random device operations (all devices at
 // once), after which the volume is reopened from the array's segments alone and every
 // flushed block must read back; and a device failed under load.
-#include "log/volume.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include "compress/compressed_drive.h"
 #include "compress/faulty_backend.h"
 #include "compress/mem_backend.h"
+#include "log/log_volume.h"
 #include "tests/support/seed.h"
 #include "tests/support/volume_rig.h"
 
@@ -332,7 +331,7 @@ TEST(VolumeTest, ConcurrentReadsWritesConversionsAndScrubs) {
   CompressedDrives drives(4, 8192, dopt);
   auto array = MakeArray(drives.devs);
   ASSERT_NE(array, nullptr);
-  auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
+  auto volume = std::move(LogVolume::Create(*array, VolumeOptions{})).value();
   const uint64_t cap = volume->capacity_blocks();
   auto make = [](uint64_t lba, uint64_t salt, Block* b) {
     std::mt19937_64 rng(lba * 1000003 + salt);
@@ -487,11 +486,12 @@ TEST(VolumeTest, BadRequests) {
   EXPECT_EQ(rig.volume->Trim(0, 0).code(), StatusCode::kInvalidArgument);
   VolumeOptions fk;
   fk.placement = "fk";
-  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LogVolume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument);
   fk.placement = "oracle";
-  EXPECT_EQ(Volume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument)
+  EXPECT_EQ(LogVolume::Create(*rig.array, fk).status().code(), StatusCode::kInvalidArgument)
       << "the future: replay only";
-  EXPECT_EQ(Volume::Create(*rig.array, rig.options).status().code(), StatusCode::kInvalidArgument)
+  EXPECT_EQ(LogVolume::Create(*rig.array, rig.options).status().code(),
+            StatusCode::kInvalidArgument)
       << "an array with data is opened, not created over";
 }
 
@@ -555,17 +555,17 @@ TEST(VolumesTest, IsolatedThinVolumesCreateResizeDelete) {
     ++saves;
     return Status::Ok();
   };
-  auto vols = std::make_unique<Volumes>(*rig.volume, std::vector<VolumeRecord>{}, save);
+  auto vols = std::make_unique<NamedVolumes>(*rig.volume, std::vector<VolumeRecord>{}, save);
   ASSERT_EQ(vols->List().size(), 1u);
   EXPECT_EQ(vols->List()[0].name, "default");
   EXPECT_EQ(vols->List()[0].size_blocks, cap);
   EXPECT_EQ(vols->Create("bad name", 10).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(vols->Create("a", 0).code(), StatusCode::kInvalidArgument);
-  const uint64_t a_size = Volumes::kExtentBlocks + 100, b_size = 300;
+  const uint64_t a_size = NamedVolumes::kExtentBlocks + 100, b_size = 300;
   ASSERT_TRUE(vols->Create("a", a_size).ok());
   ASSERT_TRUE(vols->Create("b", b_size).ok());
   EXPECT_EQ(vols->Create("b", 5).code(), StatusCode::kInvalidArgument) << "names are unique";
-  EXPECT_EQ(vols->Create("huge", cap * Volumes::kOvercommit).code(), StatusCode::kNoSpace)
+  EXPECT_EQ(vols->Create("huge", cap * NamedVolumes::kOvercommit).code(), StatusCode::kNoSpace)
       << "overcommit limit";
   EXPECT_EQ(saves, 2);
   auto def = std::move(vols->Open("")).value();
@@ -618,7 +618,7 @@ TEST(VolumesTest, IsolatedThinVolumesCreateResizeDelete) {
   vols.reset();
   rig.PowerCutAndReopen(7);
   if (HasFatalFailure()) return;
-  vols = std::make_unique<Volumes>(*rig.volume, saved, save);
+  vols = std::make_unique<NamedVolumes>(*rig.volume, saved, save);
   ASSERT_EQ(vols->List().size(), 2u);
   ASSERT_TRUE(vols->Create("c", a_size).ok());
   auto c = std::move(vols->Open("c")).value();
@@ -645,7 +645,7 @@ TEST(VolumesTest, OvercommittedVolumesRunOutWithNoSpaceAndTrimsMakeRoom) {
   std::mt19937_64 rng(seed);
   Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 4096, 4, 4, 0, /*named_volumes=*/true);
   const uint64_t cap = rig.volume->capacity_blocks();
-  Volumes vols(*rig.volume, {}, nullptr);
+  NamedVolumes vols(*rig.volume, {}, nullptr);
   ASSERT_TRUE(vols.Create("t1", cap).ok());
   ASSERT_TRUE(vols.Create("t2", cap).ok());
   auto d = std::move(vols.Open("")).value();
@@ -655,7 +655,7 @@ TEST(VolumesTest, OvercommittedVolumesRunOutWithNoSpaceAndTrimsMakeRoom) {
   uint64_t written = 0;
   Status s;
   std::map<std::pair<int, uint64_t>, uint8_t> model;
-  Volumes::Handle* hs[] = {d.get(), t1.get(), t2.get()};
+  NamedVolumes::Handle* hs[] = {d.get(), t1.get(), t2.get()};
   for (uint64_t lba = 0; lba + 16 <= cap; lba += 16) {
     for (int v = 0; v < 3 && s.ok(); ++v) {
       const auto mark = static_cast<uint8_t>(1 + rng() % 250);
@@ -695,7 +695,7 @@ TEST(VolumeTest, ConcurrentNamedVolumesIoBesideCreateResizeDelete) {
   const uint64_t seed = TestSeed();
   std::printf("seed=%llu\n", (unsigned long long)seed);
   Rig rig("sepbit", 4, GcTrigger::kFreeSpace, 8192, 4, 4, 0, /*named_volumes=*/true);
-  Volumes vols(*rig.volume, {}, nullptr);
+  NamedVolumes vols(*rig.volume, {}, nullptr);
   constexpr int kWriters = 3;
   for (int t = 0; t < kWriters; ++t) ASSERT_TRUE(vols.Create("w" + std::to_string(t), 600).ok());
   std::atomic<bool> stop{false};

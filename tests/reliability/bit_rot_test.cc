@@ -163,7 +163,7 @@ TEST(BitRotTest, FlipsOnEveryDeviceNeverReturnWrongData) {
       continue;
     }
     rig.array = std::move(a).value();
-    auto v = Volume::Open(*rig.array, rig.options);
+    auto v = LogVolume::Open(*rig.array, rig.options);
     if (!v.ok()) {
       // Two copies of a summary damaged: the volume says so rather than serve older
       // versions of what the summary described.

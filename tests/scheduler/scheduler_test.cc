@@ -163,7 +163,7 @@ struct Stack {
   ManualClock clock{1};
   CompressedDrives drives;
   std::unique_ptr<ElasticArray> array;
-  std::unique_ptr<Volume> volume;
+  std::unique_ptr<LogVolume> volume;
   std::unique_ptr<Scheduler> scheduler;
 
   static DriveOptions Options(double expansion) {
@@ -175,7 +175,7 @@ struct Stack {
   explicit Stack(uint64_t flash_blocks = 6144, double expansion = 2.0)
       : drives(4, flash_blocks, Options(expansion)) {
     array = MakeArray(drives.devs, 4, 4, clock);
-    volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
+    volume = std::move(LogVolume::Create(*array, VolumeOptions{})).value();
   }
   PhysicalUse Physical() const { return DrivesPhysicalUse(drives.drives); }
   // Writes LBAs [0, blocks) once, `percent` compressible, and flushes.
@@ -702,7 +702,7 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
     PowerDomain& power = rig.power;
     auto array = MakeArray(rig.devs);
     ASSERT_NE(array, nullptr);
-    auto volume = std::move(Volume::Create(*array, VolumeOptions{})).value();
+    auto volume = std::move(LogVolume::Create(*array, VolumeOptions{})).value();
     const uint64_t span = volume->capacity_blocks() / 2;
     std::map<uint64_t, Block> durable;
     std::map<uint64_t, std::vector<Block>> since;
@@ -751,7 +751,7 @@ TEST(SchedulerCrashTest, PowerCutsDuringConversionsLoseNothingFlushed) {
       auto a = ElasticArray::Open(rig.devs);
       ASSERT_TRUE(a.ok()) << a.status().ToString();
       array = std::move(a).value();
-      auto v = Volume::Open(*array, VolumeOptions{});
+      auto v = LogVolume::Open(*array, VolumeOptions{});
       ASSERT_TRUE(v.ok()) << v.status().ToString();
       volume = std::move(v).value();
       Block back(kBlockSize);

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "log/volume.h"
-#include "log/volumes.h"
+#include "log/log_volume.h"
+#include "log/named_volumes.h"
 #include "tests/support/stack.h"
 
 namespace eraid {
@@ -22,7 +22,7 @@ using Block = std::vector<std::byte>;
 // 4 blocks, 4 rows per slot).
 struct Rig : FaultyDevices {
   std::unique_ptr<ElasticArray> array;
-  std::unique_ptr<Volume> volume;
+  std::unique_ptr<LogVolume> volume;
   VolumeOptions options;
 
   explicit Rig(const std::string& placement, uint32_t devices = 4,
@@ -31,11 +31,11 @@ struct Rig : FaultyDevices {
                uint32_t gc_frees_per_flush = 0, bool named_volumes = false)
       : FaultyDevices(devices, device_blocks, /*in_one_power_domain=*/true) {
     options.placement = placement;
-    if (named_volumes) Volumes::SetOptions(&options);
+    if (named_volumes) NamedVolumes::SetOptions(&options);
     options.gc_frees_per_flush = gc_frees_per_flush;
     options.gc_when = gc_when;
     array = MakeArray(devs, chunk_blocks, rows_per_slot);
-    auto v = Volume::Create(*array, options);
+    auto v = LogVolume::Create(*array, options);
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     volume = std::move(v).value();
   }
@@ -48,7 +48,7 @@ struct Rig : FaultyDevices {
     array = std::move(a).value();
     Status inv = array->CheckInvariants();
     ASSERT_TRUE(inv.ok()) << "array after recovery: " << inv.ToString();
-    auto v = Volume::Open(*array, options);
+    auto v = LogVolume::Open(*array, options);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     volume = std::move(v).value();
   }

@@ -41,7 +41,7 @@ Result<Point> Run(uint32_t pct, double expansion, double beta, uint64_t flash_bl
   ao.chunk_blocks = 4;
   ao.rows_per_slot = 4;
   ERAID_ASSIGN_OR_RETURN(auto array, ElasticArray::Create(devs, ao));
-  ERAID_ASSIGN_OR_RETURN(auto volume, Volume::Create(*array, VolumeOptions{}));
+  ERAID_ASSIGN_OR_RETURN(auto volume, LogVolume::Create(*array, VolumeOptions{}));
   auto physical = [&] { return DrivesPhysicalUse(drives); };
   SchedulerOptions so;
   so.beta = beta;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Placement classes for several volumes: shared by all volumes (one SepBIT over every
-# block, what log/volumes.h does) or one set per volume (a SepBIT of its own for each,
+# block, what log/named_volumes.h does) or one set per volume (a SepBIT of its own for each,
 # twice the classes, one segment pool)? eraid-tenants-bench replays two tenants of
 # 2^18 LBAs (1 GiB) each — one hot (80% of its writes to 20% of its LBAs), one uniform —
 # through the log engine with the live volume's free-space GC trigger, at three shares

@@ -1,5 +1,5 @@
 // eraid-tenants-bench: two tenants (volumes) of different hotness in one log — are
-// placement classes better shared (one SepBIT over both, what log/volumes.h does) or
+// placement classes better shared (one SepBIT over both, what log/named_volumes.h does) or
 // per volume (a SepBIT of its own for each tenant, twice the classes, one segment pool)?
 // Replays synthetic writes through the log engine on a CountingStore with the live
 // volume's free-space GC trigger, and prints the WA of each way, per tenant and in all.

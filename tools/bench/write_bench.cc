@@ -41,7 +41,7 @@ Usage Now() {
 }
 
 // Writes random blocks of `pool` until `stop`; counts into `done`.
-void Writer(Volume& v, uint64_t region_blocks, const std::vector<std::byte>& pool, uint64_t seed,
+void Writer(LogVolume& v, uint64_t region_blocks, const std::vector<std::byte>& pool, uint64_t seed,
             const std::atomic<bool>& stop, std::atomic<uint64_t>& done) {
   std::mt19937_64 rng(seed);
   const uint64_t pool_blocks = pool.size() / kBlockSize;
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   }
   ArrayDir& a = **opened;
   a.StartServing();
-  Volume& v = a.volume();
+  LogVolume& v = a.volume();
   const uint64_t region =
       std::min<uint64_t>(BytesToBlocks(region_mib << 20), v.capacity_blocks() / 2);
 

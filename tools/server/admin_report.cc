@@ -363,7 +363,7 @@ AdminReply StatusReport(ArrayDir& a, AdminState& state, bool json) {
 AdminReply InspectReport(ArrayDir& a, bool json, uint32_t bins) {
   const ArrayGeometry& g = a.array().geometry();
   const ArrayStats as = a.array().stats();
-  const std::vector<Volume::SegmentLbas> lbas = a.volume().LbaSummary(g.segments, bins);
+  const std::vector<LogVolume::SegmentLbas> lbas = a.volume().LbaSummary(g.segments, bins);
   Scheduler* sc = a.scheduler();
   Json segs = Json::array();
   std::string seg_text;
@@ -371,7 +371,7 @@ AdminReply InspectReport(ArrayDir& a, bool json, uint32_t bins) {
     const SegmentInfo si = a.array().segment_info(SegmentId(i));
     if (si.scheme == SegmentScheme::kFree) continue;
     const char* st = si.open ? "open" : si.sealed ? "sealed" : "?";
-    const Volume::SegmentLbas& l = lbas[i];
+    const LogVolume::SegmentLbas& l = lbas[i];
     Json seg = Json::object({{"index", i},
                              {"scheme", raid_format::SchemeName(si.scheme)},
                              {"state", st},
@@ -449,7 +449,7 @@ AdminReply InspectReport(ArrayDir& a, bool json, uint32_t bins) {
 
 AdminReply VolumeCommand(ArrayDir& a, const std::vector<std::string>& words, bool json) {
   const std::string& op = words[1];
-  Volumes& v = a.volumes();
+  NamedVolumes& v = a.volumes();
   auto size_of = [&](const std::string& text) -> Result<uint64_t> {
     ERAID_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(text));
     if (bytes == 0 || bytes % kBlockSize != 0)

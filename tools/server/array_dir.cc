@@ -44,7 +44,7 @@ void SetServingDriveOptions(DriveOptions* d) {
   d->background_free_eus = 16;
 }
 VolumeOptions ServingVolumeOptions(VolumeOptions vo) {
-  Volumes::SetOptions(&vo);  // the LBA space named volumes take extents of
+  NamedVolumes::SetOptions(&vo);  // the LBA space named volumes take extents of
   return vo;
 }
 // A drive's flash file: reads from a mapping of it (compress/file_backend.h), the rest
@@ -191,8 +191,8 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Create(const std::string& dir, const
   ERAID_ASSIGN_OR_RETURN(a->array_, ElasticArray::Create(devs, o.array));
   a->array_->set_row_codec(a->drive_options_.codec);
   a->array_->StartRowWriter();
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Create(*a->array_, ServingVolumeOptions(o.volume)));
-  ERAID_RETURN_IF_ERROR(a->OpenVolumes(Volumes::DefaultTable(a->volume_->capacity_blocks())));
+  ERAID_ASSIGN_OR_RETURN(a->volume_, LogVolume::Create(*a->array_, ServingVolumeOptions(o.volume)));
+  ERAID_RETURN_IF_ERROR(a->OpenVolumes(NamedVolumes::DefaultTable(a->volume_->capacity_blocks())));
   std::map<std::string, std::string> kv{
       {"devices", std::to_string(o.devices)},
       {"compression",
@@ -348,13 +348,13 @@ Result<std::unique_ptr<ArrayDir>> ArrayDir::Open(const std::string& dir) {
   a->array_->StartRowWriter();
   a->open_times_.array_seconds = since(t_array);
   const Clock::time_point t_volume = Clock::now();
-  ERAID_ASSIGN_OR_RETURN(a->volume_, Volume::Open(*a->array_, ServingVolumeOptions(o.volume)));
+  ERAID_ASSIGN_OR_RETURN(a->volume_, LogVolume::Open(*a->array_, ServingVolumeOptions(o.volume)));
   a->open_times_.volume_seconds = since(t_volume);
   // An array from before named volumes has no table: its volume is the default one.
   auto table = LoadVolumes(dir);
   if (!table.ok() && table.status().code() != StatusCode::kNotFound) return table.status();
-  ERAID_RETURN_IF_ERROR(
-      a->OpenVolumes(table.ok() ? *table : Volumes::DefaultTable(a->volume_->capacity_blocks())));
+  ERAID_RETURN_IF_ERROR(a->OpenVolumes(
+      table.ok() ? *table : NamedVolumes::DefaultTable(a->volume_->capacity_blocks())));
   a->open_times_.total_seconds = since(t_open);
   // Recovery's working sets (the summaries' tags, the blocks found per segment, the
   // drives' checkpoint payloads) are freed by now, but the heap keeps their pages: give
@@ -516,7 +516,7 @@ std::vector<DriveModelStats> ArrayDir::drive_model_stats() const {
 }
 
 Status ArrayDir::OpenVolumes(std::vector<VolumeRecord> table) {
-  volumes_ = std::make_unique<Volumes>(
+  volumes_ = std::make_unique<NamedVolumes>(
       *volume_, std::move(table),
       [dir = dir_](const std::vector<VolumeRecord>& t) { return SaveVolumes(dir, t); });
   return SaveVolumes(dir_, volumes_->Table());

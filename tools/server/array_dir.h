@@ -4,7 +4,7 @@
 // "eraid-array-dir 1", key=value lines, and a last line "crc32c=XXXXXXXX" over the rest.
 //
 // Opening brings up the whole stack: FileBackend (io_uring) -> CompressedDrive ->
-// ElasticArray -> Volume. Thread-safety: as the Volume (all methods may be called
+// ElasticArray -> LogVolume. Thread-safety: as the LogVolume (all methods may be called
 // concurrently); Open/Create are not.
 #pragma once
 
@@ -23,8 +23,8 @@
 #include "compress/file_backend.h"
 #include "compress/nbd_backend.h"
 #include "compress/timed_backend.h"
-#include "log/volume.h"
-#include "log/volumes.h"
+#include "log/log_volume.h"
+#include "log/named_volumes.h"
 #include "raid/array.h"
 #include "scheduler/scheduler.h"
 
@@ -105,8 +105,8 @@ class ArrayDir {
 
   // The log over the whole array (the default volume's LBAs are its first), and the
   // named volumes on it.
-  Volume& volume() { return *volume_; }
-  Volumes& volumes() { return *volumes_; }
+  LogVolume& volume() { return *volume_; }
+  NamedVolumes& volumes() { return *volumes_; }
   ElasticArray& array() { return *array_; }
   // Each drive's counters (a replacement may swap a drive at any time: no references out).
   std::vector<DriveStats> drive_stats() const;
@@ -170,8 +170,8 @@ class ArrayDir {
   std::vector<std::unique_ptr<DriveTiming>> timing_;
   DriveProfile drive_model_;
   std::unique_ptr<ElasticArray> array_;
-  std::unique_ptr<Volume> volume_;
-  std::unique_ptr<Volumes> volumes_;
+  std::unique_ptr<LogVolume> volume_;
+  std::unique_ptr<NamedVolumes> volumes_;
   SchedulerOptions scheduler_options_;
   std::unique_ptr<Scheduler> scheduler_;
   LifetimeCounters lifetime_base_;  // as loaded at open (opens counted)

@@ -45,7 +45,7 @@ Status WriteKeyValues(const std::string& dir, const char* name, const char* magi
   body += "crc32c=" + Hex(Crc32c(body.data(), body.size())) + "\n";
   const std::string tmp = dir + "/" + name + ".tmp";
   // Durable before it replaces the old one, and the rename durable before we return:
-  // the volume table orders itself with the data by it (log/volumes.h).
+  // the volume table orders itself with the data by it (log/named_volumes.h).
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError("cannot create " + tmp + ": " + std::strerror(errno));
   const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) &&
@@ -123,7 +123,7 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
     if (k.rfind("volume.", 0) != 0) return Status::Corruption(path + ": unknown key '" + k + "'");
     VolumeRecord r;
     r.name = k.substr(7);
-    ERAID_RETURN_IF_ERROR(Volumes::CheckName(r.name).WithContext(path));
+    ERAID_RETURN_IF_ERROR(NamedVolumes::CheckName(r.name).WithContext(path));
     std::istringstream in(v);
     std::string extents;
     if (!(in >> r.size_blocks >> extents) || r.size_blocks == 0)
@@ -137,7 +137,8 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
         return Status::Corruption(path + ": bad extent in volume '" + r.name + "'");
       }
     }
-    if (r.extents.size() != (r.size_blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks) {
+    if (r.extents.size() !=
+        (r.size_blocks + NamedVolumes::kExtentBlocks - 1) / NamedVolumes::kExtentBlocks) {
       return Status::Corruption(path + ": volume '" + r.name +
                                 "' has the wrong number of extents for its size");
     }
@@ -145,7 +146,7 @@ Result<std::vector<VolumeRecord>> LoadVolumes(const std::string& dir) {
   }
   // The default volume first: its extents are the array's first.
   std::stable_partition(table.begin(), table.end(),
-                        [](const VolumeRecord& r) { return r.name == Volumes::kDefault; });
+                        [](const VolumeRecord& r) { return r.name == NamedVolumes::kDefault; });
   return table;
 }
 

@@ -2,7 +2,7 @@
 // `eraid create`) as an NBD export. nbdkit is the server; this is only the block device.
 //   nbdkit --unix SOCKET ./nbdkit-eraid-plugin.so dir=DIR
 // It also answers the admin socket DIR/admin.sock (tools/admin.h) for `eraid status` etc.
-// Each named volume (log/volumes.h) is the export of its name; "" is the default volume.
+// Each named volume (log/named_volumes.h) is the export of its name; "" is the default volume.
 // Thread model parallel (the volume serialises internally); requests must be 4 KiB
 // aligned (advertised as the minimum block size) and inside the volume, else EINVAL.
 // Trim and zero unmap; block status comes from the log's map.
@@ -132,11 +132,11 @@ void Unload() {
 
 // A connection: the volume its export name chose ("" or "default": the default one).
 struct Conn {
-  std::shared_ptr<eraid::Volumes::Handle> volume;
+  std::shared_ptr<eraid::NamedVolumes::Handle> volume;
 };
 
-eraid::Volumes& Vols() { return g_array->volumes(); }
-eraid::Volumes::Handle& Vol(void* h) { return *static_cast<Conn*>(h)->volume; }
+eraid::NamedVolumes& Vols() { return g_array->volumes(); }
+eraid::NamedVolumes::Handle& Vol(void* h) { return *static_cast<Conn*>(h)->volume; }
 
 void* Open(int) {
   const char* name = nbdkit_export_name();
@@ -215,7 +215,7 @@ int Extents(void* h, uint32_t count, uint64_t offset, uint32_t flags,
   if (count == 0 || first >= cap || blocks > cap - first)
     return Fail(eraid::Status::InvalidArgument("extents beyond the volume"));
   uint64_t at = eraid::BlocksToBytes(first);
-  for (const eraid::Volume::Run& r : Vols().Allocation(Vol(h), first, blocks)) {
+  for (const eraid::LogVolume::Run& r : Vols().Allocation(Vol(h), first, blocks)) {
     const uint64_t start = std::max(at, offset),
                    end = std::min(at + eraid::BlocksToBytes(r.blocks), end_byte);
     const uint32_t type = r.written ? 0 : NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO;

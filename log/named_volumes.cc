@@ -1,4 +1,4 @@
-#include "log/volumes.h"
+#include "log/named_volumes.h"
 
 #include <algorithm>
 #include <mutex>
@@ -7,7 +7,7 @@
 
 namespace eraid {
 
-struct Volumes::Entry {
+struct NamedVolumes::Entry {
   std::string name;
   uint64_t size_blocks = 0;       // under mu_
   std::vector<uint32_t> extents;  // under mu_
@@ -16,7 +16,7 @@ struct Volumes::Entry {
   std::atomic<uint64_t> reads{0}, writes{0}, read_bytes{0}, write_bytes{0};
 };
 
-class Volumes::Handle {
+class NamedVolumes::Handle {
  public:
   explicit Handle(std::shared_ptr<Entry> e) : entry(std::move(e)) { ++entry->connections; }
   ~Handle() { --entry->connections; }
@@ -27,17 +27,17 @@ class Volumes::Handle {
 
 namespace {
 uint64_t ExtentsFor(uint64_t blocks) {
-  return (blocks + Volumes::kExtentBlocks - 1) / Volumes::kExtentBlocks;
+  return (blocks + NamedVolumes::kExtentBlocks - 1) / NamedVolumes::kExtentBlocks;
 }
 }  // namespace
 
-std::vector<VolumeRecord> Volumes::DefaultTable(uint64_t capacity_blocks) {
+std::vector<VolumeRecord> NamedVolumes::DefaultTable(uint64_t capacity_blocks) {
   VolumeRecord r{kDefault, capacity_blocks, {}};
   for (uint32_t e = 0; e < ExtentsFor(capacity_blocks); ++e) r.extents.push_back(e);
   return {r};
 }
 
-Status Volumes::CheckName(const std::string& name) {
+Status NamedVolumes::CheckName(const std::string& name) {
   if (name.empty() || name.size() > 64 || name[0] == '.' || name[0] == '-' ||
       !std::all_of(name.begin(), name.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -50,7 +50,7 @@ Status Volumes::CheckName(const std::string& name) {
   return Status::Ok();
 }
 
-Volumes::Volumes(Volume& log, std::vector<VolumeRecord> table, SaveFn save)
+NamedVolumes::NamedVolumes(LogVolume& log, std::vector<VolumeRecord> table, SaveFn save)
     : log_(log), save_(std::move(save)), extent_used_(log.address_blocks() >> kExtentShift, false) {
   if (table.empty()) table = DefaultTable(log.capacity_blocks());
   for (VolumeRecord& r : table) {
@@ -65,7 +65,7 @@ Volumes::Volumes(Volume& log, std::vector<VolumeRecord> table, SaveFn save)
   }
 }
 
-Volumes::Entry* Volumes::Find(const std::string& name) const {
+NamedVolumes::Entry* NamedVolumes::Find(const std::string& name) const {
   const std::string& n = name.empty() ? std::string(kDefault) : name;
   for (const auto& e : entries_) {
     if (e->name == n) return e.get();
@@ -73,7 +73,7 @@ Volumes::Entry* Volumes::Find(const std::string& name) const {
   return nullptr;
 }
 
-Result<std::shared_ptr<Volumes::Handle>> Volumes::Open(const std::string& name) {
+Result<std::shared_ptr<NamedVolumes::Handle>> NamedVolumes::Open(const std::string& name) {
   std::shared_lock lock(mu_);
   Entry* e = Find(name);
   if (!e || e->closed) return Status::NotFound("no volume '" + name + "'");
@@ -83,18 +83,18 @@ Result<std::shared_ptr<Volumes::Handle>> Volumes::Open(const std::string& name) 
   return Status::NotFound("no volume '" + name + "'");
 }
 
-uint64_t Volumes::ProvisionedLocked() const {
+uint64_t NamedVolumes::ProvisionedLocked() const {
   uint64_t sum = 0;
   for (const auto& e : entries_) sum += e->size_blocks;
   return sum;
 }
 
-uint64_t Volumes::provisioned_blocks() const {
+uint64_t NamedVolumes::provisioned_blocks() const {
   std::shared_lock lock(mu_);
   return ProvisionedLocked();
 }
 
-Status Volumes::CheckProvisioningLocked(uint64_t more_blocks) const {
+Status NamedVolumes::CheckProvisioningLocked(uint64_t more_blocks) const {
   const uint64_t provisioned = ProvisionedLocked();
   if (provisioned + more_blocks <= limit_blocks()) return Status::Ok();
   return Status::NoSpace("volumes may add up to " +
@@ -103,7 +103,7 @@ Status Volumes::CheckProvisioningLocked(uint64_t more_blocks) const {
                          std::to_string(BlocksToBytes(provisioned) >> 20) + " MiB are provisioned");
 }
 
-std::vector<uint32_t> Volumes::TakeExtents(uint64_t n) {
+std::vector<uint32_t> NamedVolumes::TakeExtents(uint64_t n) {
   std::vector<uint32_t> taken;
   for (uint32_t x = 0; x < extent_used_.size() && taken.size() < n; ++x) {
     if (!extent_used_[x]) taken.push_back(x);
@@ -113,20 +113,20 @@ std::vector<uint32_t> Volumes::TakeExtents(uint64_t n) {
   return taken;
 }
 
-std::vector<VolumeRecord> Volumes::Table() const {
+std::vector<VolumeRecord> NamedVolumes::Table() const {
   std::shared_lock lock(mu_);
   std::vector<VolumeRecord> t;
   for (const auto& e : entries_) t.push_back({e->name, e->size_blocks, e->extents});
   return t;
 }
 
-Status Volumes::SaveLocked() const {
+Status NamedVolumes::SaveLocked() const {
   std::vector<VolumeRecord> t;
   for (const auto& e : entries_) t.push_back({e->name, e->size_blocks, e->extents});
   return save_ ? save_(t) : Status::Ok();
 }
 
-Status Volumes::Create(const std::string& name, uint64_t size_blocks) {
+Status NamedVolumes::Create(const std::string& name, uint64_t size_blocks) {
   ERAID_RETURN_IF_ERROR(CheckName(name));
   if (size_blocks == 0) return Status::InvalidArgument("a volume's size must be at least 4 KiB");
   std::lock_guard admin(admin_mu_);
@@ -153,7 +153,7 @@ Status Volumes::Create(const std::string& name, uint64_t size_blocks) {
   return Status::Ok();
 }
 
-Status Volumes::TrimExtents(const std::vector<uint32_t>& extents) {
+Status NamedVolumes::TrimExtents(const std::vector<uint32_t>& extents) {
   for (uint32_t x : extents) {
     ERAID_RETURN_IF_ERROR(log_.Trim(uint64_t{x} << kExtentShift, kExtentBlocks));
   }
@@ -162,7 +162,7 @@ Status Volumes::TrimExtents(const std::vector<uint32_t>& extents) {
   return Status::Ok();
 }
 
-Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
+Status NamedVolumes::Resize(const std::string& name, uint64_t size_blocks) {
   if (size_blocks == 0)
     return Status::InvalidArgument("a volume's size must be at least 4 KiB (delete it instead)");
   std::lock_guard admin(admin_mu_);
@@ -212,7 +212,7 @@ Status Volumes::Resize(const std::string& name, uint64_t size_blocks) {
   return SaveLocked();
 }
 
-Status Volumes::Delete(const std::string& name) {
+Status NamedVolumes::Delete(const std::string& name) {
   std::lock_guard admin(admin_mu_);
   std::shared_ptr<Entry> victim;
   {
@@ -241,7 +241,7 @@ Status Volumes::Delete(const std::string& name) {
   return SaveLocked();
 }
 
-std::vector<VolumeReport> Volumes::List() const {
+std::vector<VolumeReport> NamedVolumes::List() const {
   std::vector<std::shared_ptr<Entry>> entries;
   std::vector<std::vector<uint32_t>> extents;
   {
@@ -280,12 +280,12 @@ std::vector<VolumeReport> Volumes::List() const {
 
 // ---------------------------------------------------------------- I/O
 
-uint64_t Volumes::size_blocks(const Handle& h) const {
+uint64_t NamedVolumes::size_blocks(const Handle& h) const {
   std::shared_lock lock(mu_);
   return h.entry->size_blocks;
 }
 
-Status Volumes::CheckRange(const Entry& e, uint64_t lba, uint64_t blocks) const {
+Status NamedVolumes::CheckRange(const Entry& e, uint64_t lba, uint64_t blocks) const {
   if (e.closed) return Status::NotFound("volume '" + e.name + "' was deleted");
   if (blocks == 0 || lba >= e.size_blocks || blocks > e.size_blocks - lba) {
     return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" +
@@ -295,12 +295,14 @@ Status Volumes::CheckRange(const Entry& e, uint64_t lba, uint64_t blocks) const 
   return Status::Ok();
 }
 
-Status Volumes::ForEachPiece(const Entry& e, uint64_t lba, uint64_t blocks,
-                             const std::function<Status(uint64_t, uint64_t, uint64_t)>& fn) const {
+Status NamedVolumes::ForEachPiece(
+    const Entry& e, uint64_t lba, uint64_t blocks,
+    const std::function<Status(uint64_t, uint64_t, uint64_t)>& fn) const {
   for (uint64_t done = 0; done < blocks;) {
     const uint64_t l = lba + done;
     const uint64_t in_extent = l & (kExtentBlocks - 1);
     const uint64_t n = std::min(blocks - done, kExtentBlocks - in_extent);
+    ERAID_CHECK((l >> kExtentShift) < e.extents.size());  // CheckRange kept it in the volume
     ERAID_RETURN_IF_ERROR(
         fn((uint64_t{e.extents[l >> kExtentShift]} << kExtentShift) | in_extent, n, done));
     done += n;
@@ -308,7 +310,7 @@ Status Volumes::ForEachPiece(const Entry& e, uint64_t lba, uint64_t blocks,
   return Status::Ok();
 }
 
-Status Volumes::Read(Handle& h, uint64_t lba, std::span<std::byte> out) {
+Status NamedVolumes::Read(Handle& h, uint64_t lba, std::span<std::byte> out) {
   if (!IsBlockAligned(out.size()))
     return Status::InvalidArgument("read size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(out.size());
@@ -321,7 +323,7 @@ Status Volumes::Read(Handle& h, uint64_t lba, std::span<std::byte> out) {
   });
 }
 
-Status Volumes::Write(Handle& h, uint64_t lba, std::span<const std::byte> data) {
+Status NamedVolumes::Write(Handle& h, uint64_t lba, std::span<const std::byte> data) {
   if (!IsBlockAligned(data.size()))
     return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
@@ -334,21 +336,21 @@ Status Volumes::Write(Handle& h, uint64_t lba, std::span<const std::byte> data) 
   });
 }
 
-Status Volumes::Trim(Handle& h, uint64_t lba, uint64_t blocks) {
+Status NamedVolumes::Trim(Handle& h, uint64_t lba, uint64_t blocks) {
   std::shared_lock lock(mu_);
   ERAID_RETURN_IF_ERROR(CheckRange(*h.entry, lba, blocks));
   return ForEachPiece(*h.entry, lba, blocks,
                       [&](uint64_t g, uint64_t n, uint64_t) { return log_.Trim(g, n); });
 }
 
-Status Volumes::Flush(Handle&) { return log_.Flush(); }
+Status NamedVolumes::Flush(Handle&) { return log_.Flush(); }
 
-std::vector<Volume::Run> Volumes::Allocation(Handle& h, uint64_t lba, uint64_t blocks) {
-  std::vector<Volume::Run> runs;
+std::vector<LogVolume::Run> NamedVolumes::Allocation(Handle& h, uint64_t lba, uint64_t blocks) {
+  std::vector<LogVolume::Run> runs;
   std::shared_lock lock(mu_);
   if (!CheckRange(*h.entry, lba, blocks).ok()) return runs;
   (void)ForEachPiece(*h.entry, lba, blocks, [&](uint64_t g, uint64_t n, uint64_t) {
-    for (const Volume::Run& r : log_.Allocation(g, n)) {
+    for (const LogVolume::Run& r : log_.Allocation(g, n)) {
       if (!runs.empty() && runs.back().written == r.written) {
         runs.back().blocks += r.blocks;
       } else {

@@ -1,4 +1,4 @@
-#include "log/volume.h"
+#include "log/log_volume.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@ constexpr uint32_t kClassShift = 56;
 constexpr uint64_t kTimeMask = (1ull << kClassShift) - 1;
 }  // namespace
 
-class Volume::ArrayStore final : public SegmentStore {
+class LogVolume::ArrayStore final : public SegmentStore {
  public:
   ArrayStore(ElasticArray& array, SegmentScheme scheme) : array_(array), scheme_(scheme) {}
   Result<uint64_t> Open(uint32_t cls) override {
@@ -90,8 +90,8 @@ class Volume::ArrayStore final : public SegmentStore {
   std::vector<uint32_t> classes_;
 };
 
-Volume::Volume(ElasticArray& array, const VolumeOptions& options,
-               std::unique_ptr<Placement> placement)
+LogVolume::LogVolume(ElasticArray& array, const VolumeOptions& options,
+                     std::unique_ptr<Placement> placement)
     : array_(array),
       options_(options),
       placement_(std::move(placement)),
@@ -120,7 +120,7 @@ Volume::Volume(ElasticArray& array, const VolumeOptions& options,
   }
 }
 
-Volume::~Volume() {
+LogVolume::~LogVolume() {
   {
     std::lock_guard fl(flush_mu_);
     gc_flusher_stop_ = true;
@@ -130,9 +130,9 @@ Volume::~Volume() {
   WriteRowsNow();
 }
 
-void Volume::WriteRowsNow() { RowBatch(array_).WriteAndWait(); }
+void LogVolume::WriteRowsNow() { RowBatch(array_).WriteAndWait(); }
 
-void Volume::GcFlusher() {
+void LogVolume::GcFlusher() {
   NameThisThread("eraid-gcflush");
   std::unique_lock fl(flush_mu_);
   for (;;) {
@@ -156,7 +156,7 @@ void Volume::GcFlusher() {
   }
 }
 
-EngineOptions Volume::EngineOptionsFor(const ElasticArray& array) const {
+EngineOptions LogVolume::EngineOptionsFor(const ElasticArray& array) const {
   EngineOptions eo;
   eo.segment_blocks = static_cast<uint32_t>(array.geometry().segment_positions());
   eo.gp_threshold = options_.gp_threshold;
@@ -193,9 +193,10 @@ static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions&
   return MakePlacement(options.placement, nullptr, /*paged=*/true);
 }
 
-Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const VolumeOptions& options) {
+Result<std::unique_ptr<LogVolume>> LogVolume::Create(ElasticArray& array,
+                                                     const VolumeOptions& options) {
   ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
-  auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
+  auto v = std::unique_ptr<LogVolume>(new LogVolume(array, options, std::move(placement)));
   if (v->capacity_blocks_ == 0)
     return Status::InvalidArgument("the array has too few segments for a volume");
   ERAID_RETURN_IF_ERROR(
@@ -208,9 +209,10 @@ Result<std::unique_ptr<Volume>> Volume::Create(ElasticArray& array, const Volume
   return v;
 }
 
-Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOptions& options) {
+Result<std::unique_ptr<LogVolume>> LogVolume::Open(ElasticArray& array,
+                                                   const VolumeOptions& options) {
   ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
-  auto v = std::unique_ptr<Volume>(new Volume(array, options, std::move(placement)));
+  auto v = std::unique_ptr<LogVolume>(new LogVolume(array, options, std::move(placement)));
   if (v->capacity_blocks_ == 0)
     return Status::InvalidArgument("the array has too few segments for a volume");
   ERAID_RETURN_IF_ERROR(
@@ -263,7 +265,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(ElasticArray& array, const VolumeOp
   return v;
 }
 
-Status Volume::CheckRange(uint64_t lba, uint64_t blocks) const {
+Status LogVolume::CheckRange(uint64_t lba, uint64_t blocks) const {
   if (blocks == 0 || lba >= address_blocks_ || blocks > address_blocks_ - lba) {
     return Status::InvalidArgument("blocks [" + std::to_string(lba) + ", +" +
                                    std::to_string(blocks) + ") outside the volume of " +
@@ -272,7 +274,7 @@ Status Volume::CheckRange(uint64_t lba, uint64_t blocks) const {
   return Status::Ok();
 }
 
-Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
+Status LogVolume::Write(uint64_t lba, std::span<const std::byte> data) {
   if (data.empty() || !IsBlockAligned(data.size()))
     return Status::InvalidArgument("write size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(data.size());
@@ -323,7 +325,7 @@ Status Volume::Write(uint64_t lba, std::span<const std::byte> data) {
   return Status::Ok();
 }
 
-Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
+Status LogVolume::Read(uint64_t lba, std::span<std::byte> out) {
   if (out.empty() || !IsBlockAligned(out.size()))
     return Status::InvalidArgument("read size must be a multiple of 4 KiB");
   const uint64_t blocks = BytesToBlocks(out.size());
@@ -335,7 +337,7 @@ Status Volume::Read(uint64_t lba, std::span<std::byte> out) {
   return Status::Ok();
 }
 
-Status Volume::Trim(uint64_t lba, uint64_t blocks) {
+Status LogVolume::Trim(uint64_t lba, uint64_t blocks) {
   ERAID_RETURN_IF_ERROR(CheckRange(lba, blocks));
   // An unmap: one trim record per range of up to 64 Ki blocks (docs/log.md, "Trim"). The
   // lock is let go between pieces, so a device-sized discard does not stall writers.
@@ -363,7 +365,7 @@ Status Volume::Trim(uint64_t lba, uint64_t blocks) {
   return Status::Ok();
 }
 
-Status Volume::Flush() {
+Status LogVolume::Flush() {
   std::unique_lock fl(flush_mu_);
   const uint64_t mine = ++flush_requested_;
   for (;;) {
@@ -406,7 +408,7 @@ Status Volume::Flush() {
   }
 }
 
-void Volume::ScheduleTrimFlushLocked() {
+void LogVolume::ScheduleTrimFlushLocked() {
   trim_flush_due_ = true;
   // A round under way now may have taken its snapshot before the frees: only one that
   // completes after it covers them.
@@ -416,22 +418,22 @@ void Volume::ScheduleTrimFlushLocked() {
   gc_flush_cv_.notify_one();
 }
 
-void Volume::StartFlusherLocked() {
+void LogVolume::StartFlusherLocked() {
   if (!gc_flusher_.joinable()) gc_flusher_ = std::thread([this] { GcFlusher(); });
 }
 
-void Volume::WakeFlusherLocked() {
+void LogVolume::WakeFlusherLocked() {
   gc_flush_wanted_ = true;
   StartFlusherLocked();
   gc_flush_cv_.notify_one();
 }
 
-void Volume::SetListener(VolumeListener* listener) {
+void LogVolume::SetListener(VolumeListener* listener) {
   std::lock_guard lock(mu_);
   store_->set_listener(listener);
 }
 
-std::vector<std::pair<SegmentId, double>> Volume::SealedSegments() const {
+std::vector<std::pair<SegmentId, double>> LogVolume::SealedSegments() const {
   std::shared_lock lock(mu_);
   std::vector<std::pair<SegmentId, double>> out;
   engine_->ForEachSealed(
@@ -439,24 +441,24 @@ std::vector<std::pair<SegmentId, double>> Volume::SealedSegments() const {
   return out;
 }
 
-std::optional<SegmentId> Volume::Locate(uint64_t lba) const {
+std::optional<SegmentId> LogVolume::Locate(uint64_t lba) const {
   std::shared_lock lock(mu_);
   auto handle = engine_->Locate(lba);
   if (!handle) return std::nullopt;
   return SegmentId(static_cast<uint32_t>(*handle));
 }
 
-ExtentCounters Volume::Extent(uint64_t extent) const {
+ExtentCounters LogVolume::Extent(uint64_t extent) const {
   std::shared_lock lock(mu_);
   return engine_->Extent(extent);
 }
 
-void Volume::ResetExtent(uint64_t extent) {
+void LogVolume::ResetExtent(uint64_t extent) {
   std::lock_guard lock(mu_);
   engine_->ResetExtent(extent);
 }
 
-std::vector<Volume::Run> Volume::Allocation(uint64_t lba, uint64_t blocks) const {
+std::vector<LogVolume::Run> LogVolume::Allocation(uint64_t lba, uint64_t blocks) const {
   std::vector<Run> runs;
   uint64_t at = lba;  // first LBA not yet in a run
   auto add = [&](uint64_t n, bool written) {
@@ -479,7 +481,7 @@ std::vector<Volume::Run> Volume::Allocation(uint64_t lba, uint64_t blocks) const
   return runs;
 }
 
-std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t bins) const {
+std::vector<LogVolume::SegmentLbas> LogVolume::LbaSummary(uint32_t segments, uint32_t bins) const {
   std::vector<SegmentLbas> out(segments);
   bins = std::max(1u, bins);
   constexpr uint64_t kPiece = 1 << 16;
@@ -501,7 +503,7 @@ std::vector<Volume::SegmentLbas> Volume::LbaSummary(uint32_t segments, uint32_t 
   return out;
 }
 
-VolumeStats Volume::stats() const {
+VolumeStats LogVolume::stats() const {
   VolumeStats st;
   {
     std::lock_guard fl(flush_mu_);

@@ -1,6 +1,6 @@
-// Volume: the log over the elastic array — one space of 4 KiB blocks (LBAs) stored as a
+// LogVolume: the log over the elastic array — one space of 4 KiB blocks (LBAs) stored as a
 // log, with SepBIT (or another) placement and GC, through the same LogEngine that
-// eraid-sim runs on traces. Users do not see it whole: Volumes (volumes.h) cuts its LBA
+// eraid-sim runs on traces. Users do not see it whole: NamedVolumes (named_volumes.h) cuts its LBA
 // space into the named volumes they read and write (NBD exports), the default one first.
 //
 // Durability: Flush() makes every acknowledged write durable (the array's flush; a
@@ -63,7 +63,7 @@ struct VolumeOptions {
   // damaged): the blocks written there are unknown, so some LBAs would read an older
   // version. Without it, Open refuses with DataLoss and names the segment.
   bool salvage = false;
-  // Named volumes (log/volumes.h) are extents of 2^extent_shift LBAs of an LBA space of
+  // Named volumes (log/named_volumes.h) are extents of 2^extent_shift LBAs of an LBA space of
   // `overcommit` times the capacity (rounded up to whole extents), thinly provisioned:
   // their sizes may add up to more than the capacity. Writes that would make more blocks
   // valid than the capacity then fail with NoSpace (GC keeps its room; trims still work).
@@ -102,13 +102,14 @@ struct VolumeStats {
   uint64_t memory_bytes = 0;
 };
 
-class Volume {
+class LogVolume {
  public:
   // A new volume on an array with no segments in use. The array outlives the volume.
-  static Result<std::unique_ptr<Volume>> Create(ElasticArray& array, const VolumeOptions& options);
+  static Result<std::unique_ptr<LogVolume>> Create(ElasticArray& array,
+                                                   const VolumeOptions& options);
   // The volume on an array after a restart or crash: recovered from its segments.
-  static Result<std::unique_ptr<Volume>> Open(ElasticArray& array, const VolumeOptions& options);
-  ~Volume();
+  static Result<std::unique_ptr<LogVolume>> Open(ElasticArray& array, const VolumeOptions& options);
+  ~LogVolume();
 
   // How many blocks may be valid at once (what one volume of the whole array exports).
   uint64_t capacity_blocks() const { return capacity_blocks_; }
@@ -156,7 +157,8 @@ class Volume {
 
  private:
   class ArrayStore;
-  Volume(ElasticArray& array, const VolumeOptions& options, std::unique_ptr<Placement> placement);
+  LogVolume(ElasticArray& array, const VolumeOptions& options,
+            std::unique_ptr<Placement> placement);
   Status CheckRange(uint64_t lba, uint64_t blocks) const;
   EngineOptions EngineOptionsFor(const ElasticArray& array) const;
 

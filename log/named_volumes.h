@@ -1,15 +1,14 @@
-// Volumes: named, thinly provisioned volumes on one array — what LVM's thin volumes or
+// NamedVolumes: named, thinly provisioned volumes on one array — what LVM's thin volumes or
 // SPDK's lvols give, here as extents of the log's LBA space.
 //
-// The log (Volume, volume.h) has one map over an LBA space larger than what the array can hold
-// (VolumeOptions::address_blocks, kOvercommit times its capacity). A named volume is a
-// list of extents of that space, 64 MiB each, taken when the volume is created or grown
-// and given back when it is deleted or shrunk. All volumes share the log's segments,
-// placement classes, GC and redundancy; space is taken only as blocks are written
-// (the log refuses a write that would make more blocks valid than the array can hold,
-// with NoSpace) and given back by trims. Each volume has its own counters (the log
-// keeps them per extent): blocks written by users and by GC, valid and trimmed blocks,
-// and its reads and writes.
+// The log (LogVolume, log_volume.h) has one map over an LBA space larger than what the array can
+// hold (VolumeOptions::address_blocks, kOvercommit times its capacity). A named volume is a list of
+// extents of that space, 64 MiB each, taken when the volume is created or grown and given back when
+// it is deleted or shrunk. All volumes share the log's segments, placement classes, GC and
+// redundancy; space is taken only as blocks are written (the log refuses a write that would make
+// more blocks valid than the array can hold, with NoSpace) and given back by trims. Each volume has
+// its own counters (the log keeps them per extent): blocks written by users and by GC, valid and
+// trimmed blocks, and its reads and writes.
 //
 // The default volume, "default" (NBD's default export, ""), is the array's first
 // volume: extents 0.. of the LBA space, the size one volume of the whole array exports.
@@ -37,7 +36,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "log/volume.h"
+#include "log/log_volume.h"
 
 namespace eraid {
 
@@ -55,7 +54,7 @@ struct VolumeReport {
   int connections = 0;
 };
 
-class Volumes {
+class NamedVolumes {
  public:
   static constexpr uint32_t kExtentShift = 14;  // 16 Ki blocks = 64 MiB
   static constexpr uint64_t kExtentBlocks = uint64_t{1} << kExtentShift;
@@ -69,7 +68,7 @@ class Volumes {
   using SaveFn = std::function<Status(const std::vector<VolumeRecord>&)>;
   // The log must have been opened with extent_shift = kExtentShift and overcommit =
   // kOvercommit (SetOptions). `table` empty: just the default volume.
-  Volumes(Volume& log, std::vector<VolumeRecord> table, SaveFn save);
+  NamedVolumes(LogVolume& log, std::vector<VolumeRecord> table, SaveFn save);
   static void SetOptions(VolumeOptions* o) {
     o->extent_shift = kExtentShift;
     o->overcommit = kOvercommit;
@@ -94,12 +93,12 @@ class Volumes {
   uint64_t provisioned_blocks() const;
   uint64_t limit_blocks() const { return log_.capacity_blocks() * kOvercommit; }
 
-  // I/O on a volume: offsets in 4 KiB blocks of the volume, as Volume's.
+  // I/O on a volume: offsets in 4 KiB blocks of the volume, as LogVolume's.
   Status Read(Handle& h, uint64_t lba, std::span<std::byte> out);
   Status Write(Handle& h, uint64_t lba, std::span<const std::byte> data);
   Status Trim(Handle& h, uint64_t lba, uint64_t blocks);
   Status Flush(Handle& h);
-  std::vector<Volume::Run> Allocation(Handle& h, uint64_t lba, uint64_t blocks);
+  std::vector<LogVolume::Run> Allocation(Handle& h, uint64_t lba, uint64_t blocks);
   uint64_t size_blocks(const Handle& h) const;
 
  private:
@@ -117,7 +116,7 @@ class Volumes {
   Status CheckProvisioningLocked(uint64_t more_blocks) const;
   std::vector<uint32_t> TakeExtents(uint64_t n);  // under mu_ exclusively; lowest first
 
-  Volume& log_;
+  LogVolume& log_;
   SaveFn save_;
   mutable std::shared_mutex mu_;
   std::vector<std::shared_ptr<Entry>> entries_;
