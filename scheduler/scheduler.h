@@ -213,6 +213,7 @@ class Scheduler final : public VolumeListener {
   // decide_mu_ while it asks the volume for its segments (lock order: decide_mu_, volume).
   std::atomic<uint64_t> born_raid10_{0}, born_raid5_{0};
   std::atomic<bool> over_budget_{false};  // last seen physical use > β · flash
+  std::atomic<bool> degraded_{false};     // a device failed or rebuilding, at the last step
   // The traffic the births are decided by (MeasureTrafficLocked): reads counted here,
   // blocks written (user and GC) from the volume's counters.
   std::atomic<uint64_t> reads_{0};

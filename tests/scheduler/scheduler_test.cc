@@ -329,6 +329,52 @@ TEST(SchedulerTest, UnderWriteChurnBirthsAreRaid5AndConversionsStayWithinTheirSh
   EXPECT_LE(double(st.Physical().used_bytes), o.beta * double(st.Physical().flash_bytes) * 1.02);
 }
 
+// The same write churn on an array with a device failed: births are mirrored while the
+// budget holds them (a RAID5 block of the lost device costs n reads, GC's too), where
+// healthy they were RAID5; and still nothing is converted.
+TEST(SchedulerTest, UnderWriteChurnADegradedArrayBirthsMirrorsWhileTheyFit) {
+  Stack st;
+  SchedulerOptions o;
+  o.beta = 0.8;
+  // Births look a half-life of the log's growth ahead; this short one keeps the fill's
+  // growth (the log takes free segments until GC starts) from filling the budget.
+  o.hotness.half_life_ms = 2000;
+  st.StartScheduler(o);
+  const uint64_t seed = TestSeed();
+  std::printf("seed=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  const uint64_t region = st.volume->capacity_blocks() / 3;
+  Block b(kBlockSize);
+  auto churn = [&](uint64_t writes, uint64_t first) {
+    for (uint64_t i = first; i < first + writes; ++i) {
+      FillBlockWithCompressibility(b, 50, rng);              // room in the budget for mirrors
+      const uint64_t lba = i < region ? i : rng() % region;  // a fill, then random overwrites
+      ASSERT_TRUE(st.volume->Write(lba, b).ok()) << i;
+      if (i % 256 == 0) {
+        st.clock.AdvanceNanos(kSecond / 4);
+        ASSERT_TRUE(st.scheduler->Step().ok());
+      }
+    }
+  };
+  churn(2 * region, 0);
+  const SchedulerStats healthy = st.scheduler->stats();
+  ASSERT_GE(healthy.write_share, 0.8) << "the traffic was measured as writes";
+  churn(region, 2 * region);  // births now decided by that window
+  const SchedulerStats before = st.scheduler->stats();
+  EXPECT_EQ(before.born_raid10, healthy.born_raid10) << "healthy, writes are born RAID5";
+  ASSERT_TRUE(st.array->FailDevice(DeviceIndex(2)).ok());
+  churn(region, 3 * region);
+  const SchedulerStats after = st.scheduler->stats();
+  std::printf("born10 %llu -> %llu, born5 %llu -> %llu; physical %.3f of flash\n",
+              (unsigned long long)before.born_raid10, (unsigned long long)after.born_raid10,
+              (unsigned long long)before.born_raid5, (unsigned long long)after.born_raid5,
+              double(st.Physical().used_bytes) / double(st.Physical().flash_bytes));
+  EXPECT_GT(after.born_raid10, before.born_raid10) << "degraded, births are mirrored";
+  EXPECT_EQ(after.to_raid10 + after.to_raid5, before.to_raid10 + before.to_raid5)
+      << "no conversions while degraded";
+  EXPECT_LE(double(st.Physical().used_bytes), o.beta * double(st.Physical().flash_bytes) * 1.02);
+}
+
 // Over the budget with mirrored segments, the scheduler demotes them and the log is not
 // made to collect (it would move live blocks of segments with little garbage to make room
 // for mirrors); with none left to demote, the log collects as before.
