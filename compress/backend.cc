@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/check.h"
+
 namespace eraid {
 
 Status Backend::FlashAlloc(Lba, uint64_t) {
@@ -61,6 +63,7 @@ Status Backend::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
 }
 void Backend::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                              std::span<Status> results, IoCallback done) {
+  ERAID_CHECK(results.size() == blocks.size() && out.size() >= BlocksToBytes(blocks.size()));
   if (blocks.empty()) {
     done(Status::Ok());
     return;
@@ -85,10 +88,12 @@ void Backend::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> o
 void Backend::ReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                        std::span<Status> results) {
   // Always Ok: each block's outcome is in `results`.
+  ERAID_CHECK(results.size() == blocks.size() && out.size() >= BlocksToBytes(blocks.size()));
   (void)RunSync(*this, [&](IoCallback cb) { SubmitReadMany(blocks, out, results, std::move(cb)); });
 }
 void Backend::ReadBytesMany(std::span<const ByteExtent> extents,
                             std::span<const std::span<std::byte>> out, std::span<Status> results) {
+  ERAID_CHECK(out.size() == extents.size() && results.size() == extents.size());
   for (size_t i = 0; i < extents.size(); ++i) results[i] = ReadBytes(extents[i].offset, out[i]);
 }
 Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
@@ -96,6 +101,7 @@ Status Backend::Write(Lba lba, std::span<const std::byte> buf) {
 }
 void Backend::ReadStoredMany(std::span<const Lba> blocks, std::span<std::byte> out,
                              std::span<StoredBlock> stored, std::span<Status> results) {
+  ERAID_CHECK(stored.size() == blocks.size());
   for (StoredBlock& b : stored) b.bytes.clear();
   ReadMany(blocks, out, results);
 }

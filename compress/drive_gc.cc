@@ -111,6 +111,7 @@ Status CompressedDrive::EraseGarbageEus(std::unique_lock<std::mutex>& lock) {
 
 Status CompressedDrive::EraseEu(uint32_t eu) {
   static const std::vector<std::byte> zero_page(kBlockSize);
+  ERAID_CHECK(eu < num_eus_);
   const uint64_t first = data_start_block_ + uint64_t(eu) * eu_blocks_;
   // The units are busy for the erase; nobody waits for it but what comes after on them.
   if (options_.timing) (void)options_.timing->FlashErase(BlocksToBytes(first), eu_bytes_);
@@ -146,6 +147,8 @@ Status CompressedDrive::CollectLocked() {
     // pages against 8.6 GB/s over old ones; 34% of a served array's CPU under random
     // writes went to that).
     for (uint32_t v : pending) {
+      // Relocation moved every live record (invariant 4: live bytes are the mapped ones).
+      ERAID_CHECK(v < num_eus_ && eus_[v].state == Eu::State::kSealed && eus_[v].live_bytes == 0);
       erasures_.fetch_add(1, std::memory_order_release);  // before the bytes go (DoRead)
       ERAID_RETURN_IF_ERROR(EraseEu(v));
       eus_[v] = Eu{};
@@ -179,6 +182,7 @@ Status CompressedDrive::CollectLocked() {
 }
 
 Status CompressedDrive::RelocateLocked(uint32_t victim) {
+  ERAID_CHECK(victim < num_eus_ && eus_[victim].state == Eu::State::kSealed);
   if (eus_[victim].writing)
     ERAID_RETURN_IF_ERROR(ReapLocked(/*wait=*/true));     // before its erase too
   if (eus_[victim].live_bytes == 0) return Status::Ok();  // garbage only: nothing to read or move

@@ -20,7 +20,10 @@ void CompressedDrive::UnmapLocked(uint64_t lba, uint64_t by_seq) {
   uint64_t loc = map_.Get(lba);
   map_.Set(lba, kUnmapped);
   if (loc == kUnmapped || loc == kLostBlock) return;
-  Eu& eu = eus_[(LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_];
+  ERAID_CHECK(LocOffset(loc) >= BlocksToBytes(data_start_block_));
+  const uint64_t index = (LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_;
+  ERAID_CHECK(index < num_eus_);
+  Eu& eu = eus_[index];
   ERAID_CHECK(eu.live_bytes >= LocLength(loc));  // invariant 4: live bytes are the mapped ones
   eu.live_bytes -= LocLength(loc);
   eu.max_superseded_by = std::max(eu.max_superseded_by, by_seq);
@@ -216,7 +219,9 @@ Status CompressedDrive::OpenEuLocked(uint32_t stream) {
 }
 
 Status CompressedDrive::SealLocked(uint32_t stream) {
+  ERAID_CHECK(stream < streams_.size());
   Stream& s = streams_[stream];
+  ERAID_CHECK(s.eu >= 0 && eus_[static_cast<size_t>(s.eu)].state == Eu::State::kOpen);
   ERAID_RETURN_IF_ERROR(WritePagesAsyncLocked(s));
   eus_[static_cast<size_t>(s.eu)].state = Eu::State::kSealed;
   s.eu = -1;
@@ -266,6 +271,7 @@ Status CompressedDrive::AppendLocked(uint32_t stream, RecordHeader* h, const std
 bool CompressedDrive::OnFlashLocked(uint64_t loc) const {
   const auto index =
       static_cast<uint32_t>((LocOffset(loc) - BlocksToBytes(data_start_block_)) / eu_bytes_);
+  ERAID_CHECK(index < num_eus_);
   const Eu& eu = eus_[index];
   return !eu.writing && !(eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index);
 }
@@ -276,6 +282,8 @@ Status CompressedDrive::ReadRecordLocked(uint64_t loc, std::vector<std::byte>* o
   const uint64_t rel = offset - BlocksToBytes(data_start_block_);
   const auto index = static_cast<uint32_t>(rel / eu_bytes_);
   const uint64_t in_eu = rel % eu_bytes_;
+  ERAID_CHECK(offset >= BlocksToBytes(data_start_block_) && index < num_eus_ &&
+              in_eu + len <= eu_bytes_);
   out->resize(len);
   const Eu& eu = eus_[index];
   if (eu.state == Eu::State::kOpen && streams_[eu.stream].eu == index) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/check.h"
+
 namespace eraid {
 
 namespace {
@@ -104,6 +106,7 @@ Status TimedFlash::ReadBytes(uint64_t offset_bytes, std::span<std::byte> out) {
 
 void TimedFlash::SubmitReadMany(std::span<const Lba> blocks, std::span<std::byte> out,
                                 std::span<Status> results, IoCallback done) {
+  ERAID_CHECK(results.size() == blocks.size() && out.size() >= BlocksToBytes(blocks.size()));
   std::vector<ByteExtent> extents(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i)
     extents[i] = {BlocksToBytes(blocks[i].value), kBlockSize};

@@ -107,7 +107,9 @@ Status LogEngine::OpenSegment(uint32_t cls) {
 }
 
 Status LogEngine::SealSegment(uint32_t cls) {
+  ERAID_CHECK(cls < open_.size() && open_[cls] != kNoSegment);
   Segment& seg = *segments_[open_[cls]];
+  ERAID_CHECK(!seg.sealed && seg.cls == cls);
   ERAID_RETURN_IF_ERROR(store_.Seal(seg.handle));
   seg.sealed = true;
   if (keeps_tags_) {

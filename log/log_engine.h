@@ -88,7 +88,7 @@ struct EngineOptions {
   // once (a flush, then their frees), and so does space pressure.
   bool defer_frees = false;
   // > 0: counters per extent of 2^extent_shift LBAs (ExtentCounters), for volumes made
-  // of extents of the engine's LBA space (log/volumes.h).
+  // of extents of the engine's LBA space (log/named_volumes.h).
   uint32_t extent_shift = 0;
   // > 0: the LBAs the engine will see are below this (a hint: the per-LBA tables grow by
   // half again as they go, but not past it).
@@ -211,9 +211,11 @@ class LogEngine {
   using Entry = uint32_t;
   static constexpr Entry kTrimmed = Entry{1} << 31;
   Entry Pack(uint32_t index, uint32_t slot) const {
+    ERAID_CHECK(index < max_segments() && (slot >> slot_bits_) == 0);
     return static_cast<Entry>((index + 1) << slot_bits_ | slot);
   }
   uint32_t IndexOf(uint64_t e) const {
+    ERAID_CHECK((e & ~uint64_t{kTrimmed}) >> slot_bits_ != 0);  // a mapped entry
     return static_cast<uint32_t>(((e & ~uint64_t{kTrimmed}) >> slot_bits_) - 1);
   }
   uint32_t SlotOf(uint64_t e) const {

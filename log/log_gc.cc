@@ -88,7 +88,9 @@ size_t LogEngine::RankCandidates(double min_gp, size_t k) {
 }
 
 Status LogEngine::StartVictim(uint32_t index, Victim* v) {
+  ERAID_CHECK(index < segments_.size() && segments_[index] != nullptr);
   Segment& victim = *segments_[index];
+  ERAID_CHECK(victim.sealed);  // GC collects sealed segments only
   // Before anything changes: a victim whose tags cannot be read is not collected.
   ERAID_RETURN_IF_ERROR(LoadSlots(index, &v->loaded, &v->slots).WithContext("gc tags"));
   v->index = index;
@@ -243,7 +245,9 @@ void LogEngine::RetireVictim(Victim* v) {
   // The copies must be durable before the victim's originals go, and they are only after
   // a flush: the victim waits for one (no LBA maps into it any more).
   const uint32_t index = v->index;
+  ERAID_CHECK(index < segments_.size() && segments_[index] != nullptr);
   Segment& victim = *segments_[index];
+  ERAID_CHECK(victim.sealed);
   std::vector<uint64_t> lbas;
   if (has_data_) {
     lbas.reserve(victim.n_slots);

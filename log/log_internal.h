@@ -100,6 +100,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
 
 // Inlined: it runs once per block (on a counting store, one comparison).
 [[gnu::always_inline]] inline Status LogEngine::SealIfFull(uint32_t index) {
+  ERAID_CHECK(index < segments_.size() && segments_[index] != nullptr);
   Segment& seg = *segments_[index];
   const uint32_t blocks = seg.n_slots;
   if (counting_ ? blocks < counting_->segment_blocks() : !store_.Full(seg.handle, blocks))
@@ -116,6 +117,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
       open_[cls] != kNoSegment) {  // a replay's path: AppendSlot without a store or a Result
     const uint32_t index = open_[cls];
     Segment& seg = *segments_[index];
+    ERAID_CHECK(!seg.sealed && seg.cls == cls);
     entry = Pack(index, seg.n_slots++);
     seg.slots.push_back({lba, user_time});
     seg.modified_us = timestamp_us_;
@@ -136,6 +138,7 @@ inline double LogEngine::Reclaimable(const Segment& seg) const {
   if (open_[cls] == kNoSegment) ERAID_RETURN_IF_ERROR(OpenSegment(cls));
   const uint32_t index = open_[cls];
   Segment& seg = *segments_[index];
+  ERAID_CHECK(!seg.sealed && seg.cls == cls && seg.n_slots < counting_->segment_blocks());
   Grow(slot.lba + 1);
   map_.dense_data()[slot.lba] = Pack(index, seg.n_slots++);
   seg.slots.push_back(slot);

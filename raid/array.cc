@@ -128,8 +128,10 @@ uint32_t ElasticArray::Remaining(SegmentId s) const {
 }
 
 Status ElasticArray::CloseBatchLocked(uint32_t index) {
+  ERAID_CHECK(index < segments_.size());
   Segment& seg = *segments_[index];
   if (seg.batch_pos == kNoBatch) return Status::Ok();
+  ERAID_CHECK(seg.open);  // a summary batch lives in an open segment's row
   Summary summary{index, seg.entry.generation, seg.batch_pos, seg.batch};
   const uint64_t rel = seg.batch_pos - uint64_t{seg.row} * geometry_.row_blocks();
   std::span<std::byte> out(seg.row_buf.data() + BlocksToBytes(rel), kBlockSize);
@@ -192,6 +194,7 @@ Result<uint32_t> ElasticArray::AppendLocked(SegmentId s, std::span<const std::by
 }
 
 Status ElasticArray::SealLocked(SegmentId s) {
+  ERAID_CHECK(s.value < segments_.size());
   Segment& seg = *segments_[s.value];
   if (!seg.open) return Status::Ok();
   ERAID_RETURN_IF_ERROR(CloseBatchLocked(s.value));
@@ -289,6 +292,7 @@ Status ElasticArray::ReadVerifiedLocked(
     SegmentId s, uint32_t pos, std::span<std::byte> out,
     const std::function<bool(std::span<const std::byte>)>& valid, ReadMode mode) {
   const bool count = mode != ReadMode::kProbe;
+  ERAID_CHECK(s.value < segments_.size() && pos < geometry_.segment_positions());
   Segment& seg = *segments_[s.value];
   if (const std::byte* b = UnwrittenBlockLocked(seg, pos)) {
     std::memcpy(out.data(), b, kBlockSize);
@@ -396,6 +400,7 @@ uint32_t ElasticArray::ReadRowLocked(SegmentId s, uint32_t r, AlignedBuffer* row
 
 uint32_t ElasticArray::ReadRowsLocked(SegmentId s, uint32_t first, uint32_t n, AlignedBuffer* rows,
                                       ReadMode mode, std::vector<uint32_t>* unreadable_rows) {
+  ERAID_CHECK(s.value < segments_.size() && uint64_t{first} + n <= geometry_.rows_per_slot);
   const Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
   const uint64_t begin = uint64_t{first} * rb;
@@ -505,6 +510,7 @@ void ElasticArray::CountCrcLocked(Segment& seg) {
 }
 
 Status ElasticArray::LoadCrcsLocked(SegmentId s) {
+  ERAID_CHECK(s.value < segments_.size());
   Segment& seg = *segments_[s.value];
   seg.crc_used.store(true, std::memory_order_relaxed);
   if (seg.crc_resident()) return Status::Ok();

@@ -17,6 +17,7 @@ Status Broken(uint32_t segment, const std::string& what) {
 }  // namespace
 
 Status ElasticArray::CheckSegmentLocked(uint32_t index) const {
+  ERAID_CHECK(index < segments_.size());
   const Segment& seg = *segments_[index];
   const uint64_t rb = geometry_.row_blocks();
   const uint32_t frontier = seg.frontier;

@@ -105,15 +105,25 @@ class ElasticArray::Io {
     stats_->devices.resize(devices_.size());
   }
   uint32_t count() const { return static_cast<uint32_t>(devices_.size()); }
-  Backend* device(uint32_t d) const { return devices_[d]; }
+  Backend* device(uint32_t d) const {
+    ERAID_CHECK(d < devices_.size());
+    return devices_[d];
+  }
   // A Flush() reads the device set without the array lock (FlushDevices), so a swap
   // also takes this one.
   void set_device(uint32_t d, Backend* b) {
+    ERAID_CHECK(d < devices_.size() && b != nullptr);
     std::lock_guard lock(device_set_mu_);
     devices_[d] = b;
   }
-  DeviceState state(uint32_t d) const { return stats_->devices[d].state; }
-  void set_state(uint32_t d, DeviceState s) { stats_->devices[d].state = s; }
+  DeviceState state(uint32_t d) const {
+    ERAID_CHECK(d < stats_->devices.size());
+    return stats_->devices[d].state;
+  }
+  void set_state(uint32_t d, DeviceState s) {
+    ERAID_CHECK(d < stats_->devices.size());
+    stats_->devices[d].state = s;
+  }
   bool writable(uint32_t d) const { return state(d) != DeviceState::kFailed; }
   bool readable(uint32_t d, uint32_t segment) const {
     return state(d) == DeviceState::kOk ||
@@ -133,6 +143,7 @@ class ElasticArray::Io {
     failures_changed_ = true;
   }
   void Note(uint32_t d, const Status& s) {
+    ERAID_CHECK(d < stats_->devices.size());
     if (s.code() == StatusCode::kIoError || s.code() == StatusCode::kAborted) {
       ++stats_->devices[d].errors;
       Fail(d);
@@ -141,6 +152,7 @@ class ElasticArray::Io {
 
   bool ReadBlock(uint32_t d, uint32_t segment, uint64_t lba, std::span<std::byte> out) {
     if (!readable(d, segment)) return false;
+    ERAID_CHECK(out.size() == kBlockSize);
     ++stats_->devices[d].reads;
     Status s = devices_[d]->Read(Lba(lba), out);
     Note(d, s);
@@ -247,6 +259,8 @@ class ElasticArray::Io {
   // ReadBlock returns it for blocks[i], read into the i-th 4 KiB of `out`.
   void ReadBlocks(uint32_t d, std::span<const uint32_t> segments, std::span<const Lba> blocks,
                   std::span<std::byte> out, std::vector<bool>* ok) {
+    ERAID_CHECK(d < devices_.size() && segments.size() == blocks.size() &&
+                out.size() >= BlocksToBytes(blocks.size()));
     ok->assign(blocks.size(), false);
     std::vector<size_t> which;
     std::vector<Lba> lbas;
@@ -292,7 +306,10 @@ class ElasticArray::Io {
   }
 
   // Writes made outside Write() (a conversion's, under the shared lock), counted after.
-  void CountWrites(uint32_t d, uint64_t n) { stats_->devices[d].writes += n; }
+  void CountWrites(uint32_t d, uint64_t n) {
+    ERAID_CHECK(d < stats_->devices.size());
+    stats_->devices[d].writes += n;
+  }
 
   void Trim(const std::vector<DeviceTrim>& trims) {
     for (const DeviceTrim& t : trims) {
@@ -334,6 +351,8 @@ class ElasticArray::Io {
   // The device set cannot change meanwhile (set_device).
   void ReadStoredUnlocked(uint32_t d, std::span<const Lba> lbas, std::span<std::byte> out,
                           std::span<StoredBlock> stored, std::span<Status> results) {
+    ERAID_CHECK(d < devices_.size() && stored.size() == lbas.size() &&
+                results.size() == lbas.size() && out.size() >= BlocksToBytes(lbas.size()));
     std::shared_lock lock(device_set_mu_);
     devices_[d]->ReadStoredMany(lbas, out, stored, results);
   }

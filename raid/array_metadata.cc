@@ -470,6 +470,7 @@ bool ElasticArray::StepChainLocked(ChainWalk* w, std::span<const std::byte> firs
 // beyond the frontier, over whatever unflushed writes left there), with full redundancy,
 // then seal it. Only these few segments are read whole at open.
 Status ElasticArray::FinishRecoveredSegmentLocked(SegmentId s) {
+  ERAID_CHECK(s.value < segments_.size());
   Segment& seg = *segments_[s.value];
   const Scheme& scheme = SchemeFor(seg.entry.scheme);
   const uint64_t rb = geometry_.row_blocks();

@@ -162,6 +162,7 @@ Status ElasticArray::Rebuild(uint32_t device, Backend* target, const std::vector
 }
 
 void ElasticArray::CountFullRebuildLocked(uint32_t device, SegmentId s, ReAddReport* report) const {
+  ERAID_CHECK(device < io_->count() && s.value < segments_.size());
   const Segment& seg = *segments_[s.value];
   if (seg.entry.scheme == SegmentScheme::kFree) return;
   const uint64_t rb = geometry_.row_blocks();
@@ -176,6 +177,7 @@ void ElasticArray::CountFullRebuildLocked(uint32_t device, SegmentId s, ReAddRep
 }
 
 Status ElasticArray::RebuildSegmentLocked(uint32_t device, SegmentId s, uint64_t* written) {
+  ERAID_CHECK(device < io_->count() && s.value < segments_.size());
   Segment& seg = *segments_[s.value];
   const uint64_t rb = geometry_.row_blocks();
   io_->FlashAllocAll(geometry_.SegmentStart(s), geometry_.segment_span_blocks());
@@ -208,6 +210,7 @@ Status ElasticArray::RebuildSegmentLocked(uint32_t device, SegmentId s, uint64_t
 }
 
 void ElasticArray::RebuildOpenRowLocked(uint32_t device, SegmentId s, uint64_t* written) {
+  ERAID_CHECK(device < io_->count() && s.value < segments_.size());
   const Segment& seg = *segments_[s.value];
   if (!seg.open || seg.row_synced == 0) return;
   // The flushed part of the open row, both copies.

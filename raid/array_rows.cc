@@ -12,6 +12,7 @@ using namespace array_internal;
 // ---------------------------------------------------------------- rows outside the lock
 
 void ElasticArray::DetachRowLocked(uint32_t index, bool last) {
+  ERAID_CHECK(index < segments_.size() && segments_[index]->open);
   Segment& seg = *segments_[index];
   (void)CloseBatchLocked(index);  // the summary of the open batch lies in this row
   auto row = std::make_shared<PendingRow>();

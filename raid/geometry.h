@@ -46,6 +46,7 @@ struct ArrayGeometry {
   // Blocks one segment spans on each device: 2R chunks.
   uint64_t segment_span_blocks() const { return 2ull * rows_per_slot * chunk_blocks; }
   uint64_t SegmentStart(SegmentId s) const {
+    ERAID_CHECK(s.value < segments);
     return meta_blocks + uint64_t{s.value} * segment_span_blocks();
   }
   // Slot-2 of a segment on each device: R chunks after slot-1's.
@@ -55,8 +56,14 @@ struct ArrayGeometry {
     return meta_blocks + uint64_t{segments} * segment_span_blocks();
   }
 
-  uint32_t RowOf(uint64_t pos) const { return static_cast<uint32_t>(pos / row_blocks()); }
-  uint32_t ParityDevice(SegmentId s, uint32_t row) const { return (s.value + row) % devices; }
+  uint32_t RowOf(uint64_t pos) const {
+    ERAID_CHECK(pos < segment_positions());
+    return static_cast<uint32_t>(pos / row_blocks());
+  }
+  uint32_t ParityDevice(SegmentId s, uint32_t row) const {
+    ERAID_CHECK(s.value < segments && row < rows_per_slot);
+    return (s.value + row) % devices;
+  }
 
   // Slot-1 place of data position `pos` (both schemes).
   Place Primary(SegmentId s, uint64_t pos) const {
@@ -76,10 +83,12 @@ struct ArrayGeometry {
   }
   // Place of the parity block covering offset `off` (0..chunk_blocks-1) of row `row`.
   Place Parity(SegmentId s, uint32_t row, uint64_t off) const {
+    ERAID_CHECK(off < chunk_blocks);
     return {ParityDevice(s, row), SegmentStart(s) + uint64_t{row} * chunk_blocks + off};
   }
   // Position of data chunk j, offset off, of row `row`.
   uint64_t PositionOf(uint32_t row, uint32_t j, uint64_t off) const {
+    ERAID_CHECK(row < rows_per_slot && j < data_devices() && off < chunk_blocks);
     return uint64_t{row} * row_blocks() + uint64_t{j} * chunk_blocks + off;
   }
 

@@ -16,6 +16,7 @@ class Raid10 final : public Scheme {
                  std::span<const std::byte> row_data, bool with_data, AlignedBuffer*,
                  std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
+    ERAID_CHECK(row_data.size() == g.data_devices() * chunk_bytes);  // a whole row
     for (uint32_t j = 0; j < g.data_devices(); ++j) {
       uint64_t pos = g.PositionOf(row, j, 0);
       auto chunk = row_data.subspan(j * chunk_bytes, chunk_bytes);
@@ -24,6 +25,7 @@ class Raid10 final : public Scheme {
         out->push_back({p.device, p.lba, chunk});
       }
       Place m = g.Mirror(s, pos);
+      ERAID_CHECK(m.device != g.Primary(s, pos).device);  // the copies on two devices
       out->push_back({m.device, m.lba, chunk});
     }
   }
@@ -31,6 +33,7 @@ class Raid10 final : public Scheme {
   bool ReadAlternative(const ArrayGeometry& g, SegmentId s, uint64_t pos, const BlockReader& read,
                        const BlockCheck& check, std::span<std::byte> out) const override {
     Place m = g.Mirror(s, pos);
+    ERAID_CHECK(out.size() == kBlockSize);
     return ReadOne(read, m.device, m.lba, out) && check(out);
   }
 

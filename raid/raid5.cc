@@ -20,6 +20,7 @@ class Raid5 final : public Scheme {
                  std::vector<DeviceWrite>* out) const override {
     const uint64_t chunk_bytes = BlocksToBytes(g.chunk_blocks);
     const uint32_t n = g.data_devices();
+    ERAID_CHECK(row_data.size() == n * chunk_bytes);  // a whole row
     if (with_data) {
       for (uint32_t j = 0; j < n; ++j) {
         Place p = g.Primary(s, g.PositionOf(row, j, 0));
@@ -31,6 +32,9 @@ class Raid5 final : public Scheme {
     for (uint32_t j = 0; j < n; ++j) srcs[j] = row_data.data() + j * chunk_bytes;
     XorBlocks(srcs, scratch->data(), chunk_bytes);
     Place p = g.Parity(s, row, 0);
+    // The parity's device holds none of the row's data chunks.
+    ERAID_CHECK(p.device == g.ParityDevice(s, row) &&
+                p.device != g.Primary(s, g.PositionOf(row, 0, 0)).device);
     out->push_back({p.device, p.lba, *scratch});
   }
 
@@ -40,6 +44,7 @@ class Raid5 final : public Scheme {
     const uint32_t row = g.RowOf(pos);
     const uint64_t off = pos % g.chunk_blocks;
     const uint32_t me = static_cast<uint32_t>((pos % g.row_blocks()) / g.chunk_blocks);
+    ERAID_CHECK(out.size() == kBlockSize && me < g.data_devices());
     //    All n of them are read at once.
     AlignedBuffer blocks(BlocksToBytes(g.data_devices()));
     std::vector<BlockRead> reads;

@@ -78,6 +78,7 @@ bool SegmentHotness::MaybeCloseEpoch(uint64_t now_ns,
 }
 
 SegmentHotness::Offer SegmentHotness::OfferDemotion(uint32_t s) {
+  ERAID_CHECK(s < n_);
   const uint16_t mark = chance_[s];
   if (mark != 0) {
     const uint32_t since = Since(mark);
@@ -89,11 +90,13 @@ SegmentHotness::Offer SegmentHotness::OfferDemotion(uint32_t s) {
 }
 
 void SegmentHotness::Converted(uint32_t s) {
+  ERAID_CHECK(s < n_);
   converted_[s] = Stamp();
   chance_[s] = 0;
 }
 
 bool SegmentHotness::InCooldown(uint32_t s) const {
+  ERAID_CHECK(s < n_);
   return converted_[s] != 0 && Since(converted_[s]) < options_.cooldown_epochs;
 }
 

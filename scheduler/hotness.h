@@ -33,6 +33,8 @@
 #include <functional>
 #include <memory>
 
+#include "common/check.h"
+
 namespace eraid {
 
 struct HotnessOptions {
@@ -50,8 +52,14 @@ class SegmentHotness {
 
   SegmentHotness(uint32_t segments, const HotnessOptions& options, uint64_t now_ns);
 
-  void OnRead(uint32_t s) { reads_[s].fetch_add(1, std::memory_order_relaxed); }
-  void OnInvalidate(uint32_t s) { invalidations_[s].fetch_add(1, std::memory_order_relaxed); }
+  void OnRead(uint32_t s) {
+    ERAID_CHECK(s < n_);
+    reads_[s].fetch_add(1, std::memory_order_relaxed);
+  }
+  void OnInvalidate(uint32_t s) {
+    ERAID_CHECK(s < n_);
+    invalidations_[s].fetch_add(1, std::memory_order_relaxed);
+  }
 
   // What the epoch close needs to know of a segment now.
   struct SegmentNow {
@@ -64,11 +72,17 @@ class SegmentHotness {
   bool MaybeCloseEpoch(uint64_t now_ns, const std::function<SegmentNow(uint32_t)>& segment_now);
 
   // Decayed accesses (in reads) of the segment as of the last closed epoch.
-  float score(uint32_t s) const { return score_[s]; }
+  float score(uint32_t s) const {
+    ERAID_CHECK(s < n_);
+    return score_[s];
+  }
   // Of which reads, and the decayed invalidations themselves (not weighed): what a
   // mirror would serve, and how fast the segment is being emptied (docs/scheduler.md,
   // "What a conversion must pay for").
-  float read_score(uint32_t s) const { return read_score_[s]; }
+  float read_score(uint32_t s) const {
+    ERAID_CHECK(s < n_);
+    return read_score_[s];
+  }
   float invalidation_score(uint32_t s) const {
     const float v = (score_[s] - read_score_[s]) * float(kReadWeight) / float(kInvalidationWeight);
     return v > 0 ? v : 0;  // (rounding)
