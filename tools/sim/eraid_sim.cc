@@ -220,7 +220,7 @@ struct VolumeRun {
 };
 
 struct Replay {
-  static constexpr size_t kPrefetchAhead = 4;
+  static constexpr size_t kPrefetchAhead = 4, kBatchAhead = 32;
   std::string placement, selection;
   EngineOptions options;
   std::vector<VolumeRun> volumes;  // by volume index; engine null if never written
@@ -237,6 +237,9 @@ struct Replay {
         const Request& r = batch[i];
         // The map entries and placement state of a request a few ahead: its cache misses
         // overlap this one's work (they were most of a replay's time).
+        // The batch itself was written on the reader's core: its lines are loaded well
+        // ahead, or each one stalls the request a few ahead that first touches it.
+        if (i + kBatchAhead < batch.size()) __builtin_prefetch(&batch[i + kBatchAhead]);
         if (i + kPrefetchAhead < batch.size()) {
           const Request& next = batch[i + kPrefetchAhead];
           if (next.volume < volumes.size() && volumes[next.volume].engine) {
