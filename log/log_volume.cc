@@ -193,14 +193,20 @@ static Result<std::unique_ptr<Placement>> MakeLivePlacement(const VolumeOptions&
   return MakePlacement(options.placement, nullptr, /*paged=*/true);
 }
 
-Result<std::unique_ptr<LogVolume>> LogVolume::Create(ElasticArray& array,
-                                                     const VolumeOptions& options) {
+Result<std::unique_ptr<LogVolume>> LogVolume::Make(ElasticArray& array,
+                                                   const VolumeOptions& options) {
   ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
   auto v = std::unique_ptr<LogVolume>(new LogVolume(array, options, std::move(placement)));
   if (v->capacity_blocks_ == 0)
     return Status::InvalidArgument("the array has too few segments for a volume");
   ERAID_RETURN_IF_ERROR(
       LogEngine::CheckAddressable(array.geometry().segment_positions(), array.geometry().segments));
+  return v;
+}
+
+Result<std::unique_ptr<LogVolume>> LogVolume::Create(ElasticArray& array,
+                                                     const VolumeOptions& options) {
+  ERAID_ASSIGN_OR_RETURN(auto v, Make(array, options));
   if (array.stats().free_segments != array.geometry().segments) {
     return Status::InvalidArgument("the array already holds data; open the volume instead");
   }
@@ -211,12 +217,7 @@ Result<std::unique_ptr<LogVolume>> LogVolume::Create(ElasticArray& array,
 
 Result<std::unique_ptr<LogVolume>> LogVolume::Open(ElasticArray& array,
                                                    const VolumeOptions& options) {
-  ERAID_ASSIGN_OR_RETURN(auto placement, MakeLivePlacement(options));
-  auto v = std::unique_ptr<LogVolume>(new LogVolume(array, options, std::move(placement)));
-  if (v->capacity_blocks_ == 0)
-    return Status::InvalidArgument("the array has too few segments for a volume");
-  ERAID_RETURN_IF_ERROR(
-      LogEngine::CheckAddressable(array.geometry().segment_positions(), array.geometry().segments));
+  ERAID_ASSIGN_OR_RETURN(auto v, Make(array, options));
   // Every segment the array recovered is sealed; collect its blocks per segment.
   std::map<uint32_t, std::vector<LogEngine::RecoveredBlock>> found;
   std::map<uint32_t, uint32_t> classes;

@@ -157,6 +157,9 @@ class LogVolume {
 
  private:
   class ArrayStore;
+  // What Create and Open both begin with: the placement, the volume, its capacity and the
+  // engine's address bits checked.
+  static Result<std::unique_ptr<LogVolume>> Make(ElasticArray& array, const VolumeOptions& options);
   LogVolume(ElasticArray& array, const VolumeOptions& options,
             std::unique_ptr<Placement> placement);
   Status CheckRange(uint64_t lba, uint64_t blocks) const;
