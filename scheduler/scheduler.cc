@@ -404,9 +404,11 @@ Result<uint32_t> Scheduler::Step() {
   MaybeCloseEpochLocked();
   MeasureTrafficLocked(first_use);
   Refill();
-  const bool degraded_now = array_.stats().degraded;
+  // (stats() scans every segment: under the manual policy, which neither converts nor
+  // decides births by it, it is not asked.)
+  const bool degraded_now = options_.policy != Policy::kManual && array_.stats().degraded;
   degraded_.store(degraded_now, std::memory_order_relaxed);
-  if (options_.policy != Policy::kManual && degraded_now) {
+  if (degraded_now) {
     ++stats_.degraded_steps;  // frozen until every device is healthy (the header says why)
     // Nothing will be demoted meanwhile: space pressure must make the log collect.
     demotable_bytes_.store(0, std::memory_order_relaxed);
