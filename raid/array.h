@@ -144,7 +144,9 @@ class ElasticArray;
 class RowBatch {
  public:
   explicit RowBatch(ElasticArray& array) : array_(array) {}
-  ~RowBatch() { Write(); }
+  ~RowBatch() {
+    if (rows_ > 0) Write();  // what it took and nobody wrote yet
+  }
   RowBatch(const RowBatch&) = delete;
   RowBatch& operator=(const RowBatch&) = delete;
   // The rows queued so far written (by this thread, or handed to the row writer).
